@@ -1,0 +1,1 @@
+//! Peek IP/TCP/UDP (and Ethernet) headers. STUB: contract fixed, body being written.

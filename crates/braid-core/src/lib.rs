@@ -1,0 +1,47 @@
+//! The sans-IO core of braid.
+//!
+//! Nothing in this crate opens a socket, reads a clock or starts a thread. Every entry
+//! point takes `now` and bytes and returns decisions; the `braid` program, the tests and
+//! the lab drive the same code. The main entry point is [`bond::Bond`].
+//!
+//! | module | what it is |
+//! | --- | --- |
+//! | [`wire`] | the tunnel datagram: checked views over bytes and parsed forms |
+//! | [`flow`] | peeks IP/TCP/UDP (and Ethernet) headers into a flow key |
+//! | [`hash`] | the bonding transmit hashes, bit-exact with Linux |
+//! | [`path`] | one path's liveness state machine and RTT |
+//! | [`cc`] | one path's capacity and delay model and its pacer |
+//! | [`sched`] | the [`sched::Scheduler`] trait and one file per policy |
+//! | [`reorder`] | receive-side reorder buffer and duplicate suppression |
+//! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
+//! | [`bond`] | the state machine tying them together |
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bond;
+pub mod cc;
+pub mod emu;
+pub mod flow;
+pub mod hash;
+pub mod path;
+pub mod reorder;
+pub mod sched;
+pub mod time;
+pub mod wire;
+
+pub use time::Instant;
+
+use core::fmt;
+
+/// Identifies one path of a bond. Assigned by the bond when the path is added and never
+/// reused while the bond runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct PathId(pub u16);
+
+impl fmt::Display for PathId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "path#{}", self.0)
+    }
+}

@@ -1,0 +1,155 @@
+//! Schedulers: which path carries the next packet.
+//!
+//! A scheduler sees a snapshot of every path ([`PathState`]) and the packet's bytes and
+//! returns a [`Choice`]. It keeps whatever state its policy needs (EQL's queue estimate,
+//! the round-robin counter, the active slave) keyed by [`PathId`]. The bond calls
+//! [`Scheduler::choose`] once per packet read from the TUN, in the order read.
+//!
+//! One file per policy, named for it. See `docs/schedulers.md` for how each matches (or
+//! deliberately departs from) the Linux driver it is named after.
+
+use core::time::Duration;
+
+use crate::{Instant, PathId};
+
+pub mod active_backup;
+pub mod adaptive;
+pub mod broadcast;
+pub mod eql;
+pub mod round_robin;
+pub mod weighted;
+pub mod xor;
+
+/// What a scheduler may see of one path at the moment it chooses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathState {
+    /// The path.
+    pub id: PathId,
+    /// The path is up and may carry traffic (the kernel's "can transmit").
+    pub usable: bool,
+    /// Configured speed in bit/s (EQL's priority, `bps` in the config); 0 when unset.
+    pub bps: u64,
+    /// Measured capacity in bit/s from the path's congestion controller; 0 when unknown.
+    pub rate_bps: u64,
+    /// Bytes waiting in braid for this path (assigned but not yet sent).
+    pub queued_bytes: u64,
+    /// Bytes sent on this path and not yet acknowledged by the peer.
+    pub inflight_bytes: u64,
+    /// Estimated one-way delay to the peer on this path (smoothed, includes queueing).
+    pub one_way_delay: Duration,
+    /// Active-backup priority: higher is preferred when the primary is down.
+    pub prio: i32,
+}
+
+impl PathState {
+    /// The best speed known for the path in bit/s: measured if known, else configured,
+    /// else 0.
+    pub fn speed_bps(&self) -> u64 {
+        if self.rate_bps > 0 {
+            self.rate_bps
+        } else {
+            self.bps
+        }
+    }
+}
+
+/// A scheduler's decision for one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Send on this path.
+    One(PathId),
+    /// Send a copy on every usable path (broadcast).
+    All,
+    /// No path can take it: drop and count.
+    Drop,
+}
+
+/// A transmit policy.
+pub trait Scheduler: Send + core::fmt::Debug {
+    /// The policy's config name (`eql`, `round-robin`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Choose the path(s) for one packet. `packet` is the IP packet as read from the TUN
+    /// (policies that hash read its headers). `paths` lists every path of the bond in the
+    /// order they were added; unusable paths are included with `usable == false`.
+    fn choose(&mut self, now: Instant, packet: &[u8], paths: &[PathState]) -> Choice;
+
+    /// Returns the next time at which [`Scheduler::handle_timeout`] should be called.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Periodic work (EQL's once-a-second drain).
+    fn handle_timeout(&mut self, _now: Instant, _paths: &[PathState]) {}
+
+    /// A path was added to the bond.
+    fn path_added(&mut self, _now: Instant, _path: PathId) {}
+
+    /// A path was removed from the bond.
+    fn path_removed(&mut self, _path: PathId) {}
+}
+
+/// Which scheduler a bond runs, with its options. Built from the config file.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum SchedulerConfig {
+    /// The EQL driver's choice: lowest `2^63 - bps/8 + 8*bytes_queued`, drained each second.
+    Eql,
+    /// bonding's balance-rr.
+    RoundRobin {
+        /// Packets sent on one path before moving on (0 = random path, as bonding).
+        packets_per_path: u32,
+    },
+    /// Smooth weighted round robin by speed (configured `bps`, else measured).
+    Weighted,
+    /// bonding's active-backup.
+    ActiveBackup(active_backup::Options),
+    /// bonding's balance-xor with a transmit hash policy.
+    Xor {
+        /// The transmit hash.
+        hash: crate::hash::HashPolicy,
+    },
+    /// Every packet on every usable path.
+    Broadcast,
+    /// Earliest expected arrival, from measured delay, rate and queue (the default).
+    Adaptive,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig::Adaptive
+    }
+}
+
+impl SchedulerConfig {
+    /// Build the scheduler. `seed` feeds policies that need randomness (round-robin with
+    /// `packets_per_path = 0`).
+    pub fn build(&self, seed: u64) -> Box<dyn Scheduler> {
+        match self {
+            SchedulerConfig::Eql => Box::new(eql::Eql::new()),
+            SchedulerConfig::RoundRobin { packets_per_path } => {
+                Box::new(round_robin::RoundRobin::new(*packets_per_path, seed))
+            }
+            SchedulerConfig::Weighted => Box::new(weighted::Weighted::new()),
+            SchedulerConfig::ActiveBackup(opts) => {
+                Box::new(active_backup::ActiveBackup::new(opts.clone()))
+            }
+            SchedulerConfig::Xor { hash } => Box::new(xor::Xor::new(*hash)),
+            SchedulerConfig::Broadcast => Box::new(broadcast::Broadcast),
+            SchedulerConfig::Adaptive => Box::new(adaptive::Adaptive::new()),
+        }
+    }
+
+    /// The config name of the policy.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SchedulerConfig::Eql => "eql",
+            SchedulerConfig::RoundRobin { .. } => "round-robin",
+            SchedulerConfig::Weighted => "weighted",
+            SchedulerConfig::ActiveBackup(_) => "active-backup",
+            SchedulerConfig::Xor { .. } => "xor",
+            SchedulerConfig::Broadcast => "broadcast",
+            SchedulerConfig::Adaptive => "adaptive",
+        }
+    }
+}

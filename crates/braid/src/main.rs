@@ -1,0 +1,4 @@
+//! The braid program. (Being written.)
+fn main() {
+    println!("braid: not built yet");
+}
