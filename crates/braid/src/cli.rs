@@ -120,6 +120,16 @@ pub fn set_request(name: &str, settings: &[String]) -> anyhow::Result<Value> {
     Ok(json!({"cmd": "set", "name": name, "bps": bps}))
 }
 
+/// Write to stdout; a closed pipe (`braid status | head`) is not an error.
+fn print_out(s: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(s.as_bytes()).and_then(|()| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 fn load(config: &Path) -> anyhow::Result<Config> {
     Config::load(config).map_err(|e| anyhow::anyhow!("{e}"))
 }
@@ -133,25 +143,22 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Check { config } => {
             let cfg = load(&config)?;
-            println!(
-                "{}: ok ({} {}, scheduler {}, {} path(s))",
+            print_out(&format!(
+                "{}: ok ({} {}, scheduler {}, {} path(s))\n",
                 config.display(),
                 cfg.bond.interface,
                 cfg.bond.address,
                 cfg.bond.core.scheduler.name(),
                 cfg.paths.len()
-            );
-            Ok(())
+            ))
         }
         Command::Status { json, control } => {
             let resp = control::request(&control.socket()?, &json!({"cmd": "status"}))?;
-            if json {
-                let out = serde_json::to_string_pretty(&resp)?;
-                println!("{out}");
-            } else {
-                print!("{}", status::render(&resp));
+            let mut out = if json { serde_json::to_string_pretty(&resp)? } else { status::render(&resp) };
+            if !out.ends_with('\n') {
+                out.push('\n');
             }
-            Ok(())
+            print_out(&out)
         }
         Command::Enslave { name, local, remote, bps, dev, control } => {
             crate::config::check_endpoints(&local, &remote).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -160,13 +167,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(w) = resp.get("warning").and_then(Value::as_str) {
                 eprintln!("braid: warning: {w}");
             }
-            println!("enslaved {name}");
-            Ok(())
+            print_out(&format!("enslaved {name}\n"))
         }
         Command::Emancipate { name, control } => {
             control::request(&control.socket()?, &json!({"cmd": "emancipate", "name": name}))?;
-            println!("emancipated {name}");
-            Ok(())
+            print_out(&format!("emancipated {name}\n"))
         }
         Command::Set { name, settings, control } => {
             let req = set_request(&name, &settings)?;
