@@ -112,11 +112,18 @@ pub fn set_request(name: &str, settings: &[String]) -> anyhow::Result<Value> {
             anyhow::bail!("{s:?}: expected KEY=VALUE, such as bps=20000000");
         };
         match k {
-            "bps" => bps = Some(v.parse::<u64>().map_err(|_| anyhow::anyhow!("bps: {v:?} is not a whole number of bit/s"))?),
+            "bps" => {
+                bps =
+                    Some(v.parse::<u64>().map_err(|_| {
+                        anyhow::anyhow!("bps: {v:?} is not a whole number of bit/s")
+                    })?)
+            }
             _ => anyhow::bail!("unknown setting {k:?} (settable: bps)"),
         }
     }
-    let Some(bps) = bps else { anyhow::bail!("nothing to set") };
+    let Some(bps) = bps else {
+        anyhow::bail!("nothing to set")
+    };
     Ok(json!({"cmd": "set", "name": name, "bps": bps}))
 }
 
@@ -154,13 +161,24 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Status { json, control } => {
             let resp = control::request(&control.socket()?, &json!({"cmd": "status"}))?;
-            let mut out = if json { serde_json::to_string_pretty(&resp)? } else { status::render(&resp) };
+            let mut out = if json {
+                serde_json::to_string_pretty(&resp)?
+            } else {
+                status::render(&resp)
+            };
             if !out.ends_with('\n') {
                 out.push('\n');
             }
             print_out(&out)
         }
-        Command::Enslave { name, local, remote, bps, dev, control } => {
+        Command::Enslave {
+            name,
+            local,
+            remote,
+            bps,
+            dev,
+            control,
+        } => {
             crate::config::check_endpoints(&local, &remote).map_err(|e| anyhow::anyhow!("{e}"))?;
             let req = json!({"cmd": "enslave", "name": name, "local": local, "remote": remote, "bps": bps, "dev": dev});
             let resp = control::request(&control.socket()?, &req)?;
@@ -170,10 +188,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             print_out(&format!("enslaved {name}\n"))
         }
         Command::Emancipate { name, control } => {
-            control::request(&control.socket()?, &json!({"cmd": "emancipate", "name": name}))?;
+            control::request(
+                &control.socket()?,
+                &json!({"cmd": "emancipate", "name": name}),
+            )?;
             print_out(&format!("emancipated {name}\n"))
         }
-        Command::Set { name, settings, control } => {
+        Command::Set {
+            name,
+            settings,
+            control,
+        } => {
             let req = set_request(&name, &settings)?;
             control::request(&control.socket()?, &req)?;
             Ok(())
@@ -195,21 +220,60 @@ mod tests {
 
     #[test]
     fn parses_commands() {
-        let c = Cli::try_parse_from(["braid", "up", "--config", "x.toml", "--control", "/tmp/s"]).unwrap();
-        assert!(matches!(c.command, Command::Up { ref config, control: Some(_) } if config == Path::new("x.toml")));
-        let c = Cli::try_parse_from(["braid", "enslave", "p3", "--local", "1.2.3.4:5", "--remote", "1.2.3.5:5", "--bps", "9"]).unwrap();
-        assert!(matches!(c.command, Command::Enslave { bps: Some(9), dev: None, .. }));
+        let c = Cli::try_parse_from(["braid", "up", "--config", "x.toml", "--control", "/tmp/s"])
+            .unwrap();
+        assert!(
+            matches!(c.command, Command::Up { ref config, control: Some(_) } if config == Path::new("x.toml"))
+        );
+        let c = Cli::try_parse_from([
+            "braid",
+            "enslave",
+            "p3",
+            "--local",
+            "1.2.3.4:5",
+            "--remote",
+            "1.2.3.5:5",
+            "--bps",
+            "9",
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.command,
+            Command::Enslave {
+                bps: Some(9),
+                dev: None,
+                ..
+            }
+        ));
         assert!(Cli::try_parse_from(["braid", "enslave", "p3", "--local", "1.2.3.4:5"]).is_err());
         assert!(Cli::try_parse_from(["braid", "set", "p3"]).is_err());
         let c = Cli::try_parse_from(["braid", "lab", "a.toml", "b", "--duration", "5"]).unwrap();
-        assert!(matches!(c.command, Command::Lab(ref a) if a.scenarios.len() == 2 && a.duration == Some(5)));
+        assert!(
+            matches!(c.command, Command::Lab(ref a) if a.scenarios.len() == 2 && a.duration == Some(5))
+        );
     }
 
     #[test]
     fn set_settings() {
-        assert_eq!(set_request("p0", &["bps=20".into()]).unwrap(), json!({"cmd":"set","name":"p0","bps":20}));
-        assert_eq!(set_request("p0", &["bps".into()]).unwrap_err().to_string(), "\"bps\": expected KEY=VALUE, such as bps=20000000");
-        assert_eq!(set_request("p0", &["bps=-1".into()]).unwrap_err().to_string(), "bps: \"-1\" is not a whole number of bit/s");
-        assert_eq!(set_request("p0", &["prio=1".into()]).unwrap_err().to_string(), "unknown setting \"prio\" (settable: bps)");
+        assert_eq!(
+            set_request("p0", &["bps=20".into()]).unwrap(),
+            json!({"cmd":"set","name":"p0","bps":20})
+        );
+        assert_eq!(
+            set_request("p0", &["bps".into()]).unwrap_err().to_string(),
+            "\"bps\": expected KEY=VALUE, such as bps=20000000"
+        );
+        assert_eq!(
+            set_request("p0", &["bps=-1".into()])
+                .unwrap_err()
+                .to_string(),
+            "bps: \"-1\" is not a whole number of bit/s"
+        );
+        assert_eq!(
+            set_request("p0", &["prio=1".into()])
+                .unwrap_err()
+                .to_string(),
+            "unknown setting \"prio\" (settable: bps)"
+        );
     }
 }

@@ -64,7 +64,11 @@ pub struct Ipv4Cidr {
 impl Ipv4Cidr {
     /// The netmask for the prefix.
     pub fn netmask(&self) -> Ipv4Addr {
-        let bits = if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix)) };
+        let bits = if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix))
+        };
         Ipv4Addr::from(bits)
     }
 }
@@ -141,7 +145,12 @@ pub fn path_config(name: &str, bps: u64, prio: i32) -> PathConfig {
     if bps > 0 {
         cc.initial_rate_bps = bps;
     }
-    PathConfig { name: name.to_owned(), bps, prio, cc }
+    PathConfig {
+        name: name.to_owned(),
+        bps,
+        prio,
+        cc,
+    }
 }
 
 /// A whole validated config file.
@@ -172,21 +181,31 @@ impl Config {
             position: span.map(|s| line_col(text, s.start)),
             message,
         };
-        let raw: RawFile = toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
         validate(raw).map_err(|(span, message)| err(span, message))
     }
 
     /// Create the bond and add the paths in file order. Returns the bond and the path ids
     /// (same order as `paths`).
-    pub fn build_bond(&self, now: braid_core::Instant) -> anyhow::Result<(braid_core::bond::Bond, Vec<PathId>)> {
+    pub fn build_bond(
+        &self,
+        now: braid_core::Instant,
+    ) -> anyhow::Result<(braid_core::bond::Bond, Vec<PathId>)> {
         let mut bond = braid_core::bond::Bond::new(self.bond.core.clone(), now);
         let mut ids = Vec::with_capacity(self.paths.len());
         for p in &self.paths {
-            let id = bond.add_path(now, p.path_config()).map_err(|e| anyhow::anyhow!("path {:?}: {e}", p.name))?;
+            let id = bond
+                .add_path(now, p.path_config())
+                .map_err(|e| anyhow::anyhow!("path {:?}: {e}", p.name))?;
             ids.push(id);
         }
         if let Some(primary) = &self.bond.primary {
-            let want = self.paths.iter().position(|p| &p.name == primary).map(index_id);
+            let want = self
+                .paths
+                .iter()
+                .position(|p| &p.name == primary)
+                .map(index_id);
             if bond.path_by_name(primary) != want {
                 anyhow::bail!("internal: path ids are not assigned in file order; cannot resolve primary {primary:?}");
             }
@@ -278,12 +297,17 @@ fn int(v: &Option<S<i64>>, key: &str, lo: i64, hi: i64, default: i64) -> VResult
     match v {
         None => Ok(default),
         Some(s) if (lo..=hi).contains(s.get_ref()) => Ok(*s.get_ref()),
-        Some(s) => Err(at(s, format!("{key}: {} is out of range ({lo}..={hi})", s.get_ref()))),
+        Some(s) => Err(at(
+            s,
+            format!("{key}: {} is out of range ({lo}..={hi})", s.get_ref()),
+        )),
     }
 }
 
 fn ms(v: &Option<S<i64>>, key: &str, lo: i64, hi: i64, default: i64) -> VResult<Duration> {
-    Ok(Duration::from_millis(int(v, key, lo, hi, default).map(|x| x.unsigned_abs())?))
+    Ok(Duration::from_millis(
+        int(v, key, lo, hi, default).map(|x| x.unsigned_abs())?,
+    ))
 }
 
 /// Parse a `hash = ...` name.
@@ -301,13 +325,25 @@ pub fn parse_hash(s: &str) -> Option<HashPolicy> {
 }
 
 /// The scheduler names accepted by `scheduler = ...`.
-pub const SCHEDULERS: &[&str] = &["eql", "round-robin", "weighted", "active-backup", "xor", "broadcast", "adaptive"];
+pub const SCHEDULERS: &[&str] = &[
+    "eql",
+    "round-robin",
+    "weighted",
+    "active-backup",
+    "xor",
+    "broadcast",
+    "adaptive",
+];
 
 fn parse_cidr4(s: &str) -> Option<Ipv4Cidr> {
     let (a, p) = s.split_once('/')?;
     let addr: Ipv4Addr = a.parse().ok()?;
     let prefix: u8 = p.parse().ok().filter(|p| *p <= 32)?;
-    if !p.bytes().all(|b| b.is_ascii_digit()) || addr.is_unspecified() || addr.is_multicast() || addr.is_broadcast() {
+    if !p.bytes().all(|b| b.is_ascii_digit())
+        || addr.is_unspecified()
+        || addr.is_multicast()
+        || addr.is_broadcast()
+    {
         return None;
     }
     Some(Ipv4Cidr { addr, prefix })
@@ -331,15 +367,24 @@ pub fn check_ifname(name: &str) -> Result<(), String> {
     if name.len() > IFNAME_MAX {
         return Err(format!("{name:?} is longer than {IFNAME_MAX} bytes"));
     }
-    if name == "." || name == ".." || name.bytes().any(|b| b == b'/' || b == b':' || b == b'%' || b.is_ascii_whitespace() || b.is_ascii_control()) {
-        return Err(format!("{name:?} is not a valid interface name (no '/', ':', '%' or spaces)"));
+    if name == "."
+        || name == ".."
+        || name.bytes().any(|b| {
+            b == b'/' || b == b':' || b == b'%' || b.is_ascii_whitespace() || b.is_ascii_control()
+        })
+    {
+        return Err(format!(
+            "{name:?} is not a valid interface name (no '/', ':', '%' or spaces)"
+        ));
     }
     Ok(())
 }
 
 /// Parse `ADDR:PORT` (IPv6 as `[ADDR]:PORT`) for a path endpoint; port 0 is refused.
 pub fn parse_endpoint(s: &str) -> Result<SocketAddr, String> {
-    let addr: SocketAddr = s.parse().map_err(|_| format!("{s:?} is not an ADDR:PORT (IPv6 as [ADDR]:PORT)"))?;
+    let addr: SocketAddr = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not an ADDR:PORT (IPv6 as [ADDR]:PORT)"))?;
     if addr.port() == 0 {
         return Err(format!("{s:?}: port 0 is not allowed"));
     }
@@ -358,14 +403,19 @@ pub fn check_path_name(name: &str) -> Result<(), String> {
         return Err(format!("{name:?} is longer than 32 bytes"));
     }
     if !name.chars().all(|c| c.is_ascii_graphic()) {
-        return Err(format!("{name:?} may only hold printable ASCII without spaces"));
+        return Err(format!(
+            "{name:?} may only hold printable ASCII without spaces"
+        ));
     }
     Ok(())
 }
 
 fn validate(raw: RawFile) -> VResult<Config> {
     let Some(bond) = raw.bond else {
-        return Err((None, "missing [bond] table (it needs at least `address`)".into()));
+        return Err((
+            None,
+            "missing [bond] table (it needs at least `address`)".into(),
+        ));
     };
     let bond_span = bond.span();
     let b = bond.into_inner();
@@ -389,13 +439,28 @@ fn validate(raw: RawFile) -> VResult<Config> {
                 .ok_or_else(|| at(s, format!("bond.address6: {:?} is not an IPv6 address with prefix, such as \"fd00:b::1/64\"", s.get_ref())))?,
         ),
     };
-    let mtu = int(&b.mtu, "bond.mtu", i64::from(MTU_MIN), i64::from(MTU_MAX), 1400)?;
+    let mtu = int(
+        &b.mtu,
+        "bond.mtu",
+        i64::from(MTU_MIN),
+        i64::from(MTU_MAX),
+        1400,
+    )?;
     let mtu = u32::try_from(mtu).unwrap_or(1400);
 
-    let sched_name = b.scheduler.as_ref().map_or("adaptive", |s| s.get_ref().as_str());
+    let sched_name = b
+        .scheduler
+        .as_ref()
+        .map_or("adaptive", |s| s.get_ref().as_str());
     if let Some(s) = &b.scheduler {
         if !SCHEDULERS.contains(&sched_name) {
-            return Err(at(s, format!("bond.scheduler: unknown scheduler {sched_name:?} (one of: {})", SCHEDULERS.join(", "))));
+            return Err(at(
+                s,
+                format!(
+                    "bond.scheduler: unknown scheduler {sched_name:?} (one of: {})",
+                    SCHEDULERS.join(", ")
+                ),
+            ));
         }
     }
     let only = |v: Option<Range<usize>>, key: &str, sched: &str| -> VResult<()> {
@@ -408,19 +473,47 @@ fn validate(raw: RawFile) -> VResult<Config> {
         }
     };
     only(b.hash.as_ref().map(S::span), "hash", "xor")?;
-    only(b.packets_per_path.as_ref().map(S::span), "packets_per_path", "round-robin")?;
+    only(
+        b.packets_per_path.as_ref().map(S::span),
+        "packets_per_path",
+        "round-robin",
+    )?;
     only(b.primary.as_ref().map(S::span), "primary", "active-backup")?;
-    only(b.primary_reselect.as_ref().map(S::span), "primary_reselect", "active-backup")?;
-    only(b.updelay_ms.as_ref().map(S::span), "updelay_ms", "active-backup")?;
-    only(b.downdelay_ms.as_ref().map(S::span), "downdelay_ms", "active-backup")?;
+    only(
+        b.primary_reselect.as_ref().map(S::span),
+        "primary_reselect",
+        "active-backup",
+    )?;
+    only(
+        b.updelay_ms.as_ref().map(S::span),
+        "updelay_ms",
+        "active-backup",
+    )?;
+    only(
+        b.downdelay_ms.as_ref().map(S::span),
+        "downdelay_ms",
+        "active-backup",
+    )?;
 
     let health = HealthConfig {
-        probe_interval: ms(&b.probe_interval_ms, "bond.probe_interval_ms", 1, 60_000, 100)?,
+        probe_interval: ms(
+            &b.probe_interval_ms,
+            "bond.probe_interval_ms",
+            1,
+            60_000,
+            100,
+        )?,
         down_after: u32::try_from(int(&b.down_after, "bond.down_after", 1, 1000, 3)?).unwrap_or(3),
         up_after: u32::try_from(int(&b.up_after, "bond.up_after", 1, 1000, 2)?).unwrap_or(2),
     };
     let reorder_max = ms(&b.reorder_max_ms, "bond.reorder_max_ms", 0, 10_000, 200)?;
-    let queue_max_delay = ms(&b.queue_max_delay_ms, "bond.queue_max_delay_ms", 1, 10_000, 100)?;
+    let queue_max_delay = ms(
+        &b.queue_max_delay_ms,
+        "bond.queue_max_delay_ms",
+        1,
+        10_000,
+        100,
+    )?;
     let seed = int(&b.seed, "bond.seed", 0, i64::MAX, 0)?.unsigned_abs();
 
     // Paths.
@@ -432,25 +525,50 @@ fn validate(raw: RawFile) -> VResult<Config> {
         let p = p.into_inner();
         let key = |k: &str| format!("path[{i}].{k}");
         let need = |v: &Option<S<String>>, k: &str, example: &str| -> VResult<S<String>> {
-            v.clone().ok_or_else(|| (Some(span.clone()), format!("{}: missing (for example {k} = {example})", key(k))))
+            v.clone().ok_or_else(|| {
+                (
+                    Some(span.clone()),
+                    format!("{}: missing (for example {k} = {example})", key(k)),
+                )
+            })
         };
         let name = need(&p.name, "name", "\"p0\"")?;
         check_path_name(name.get_ref()).map_err(|m| at(&name, format!("{}: {m}", key("name"))))?;
         if !names.insert(name.get_ref().clone()) {
-            return Err(at(&name, format!("{}: duplicate path name {:?}", key("name"), name.get_ref())));
+            return Err(at(
+                &name,
+                format!("{}: duplicate path name {:?}", key("name"), name.get_ref()),
+            ));
         }
         let local_s = need(&p.local, "local", "\"10.201.0.1:7000\"")?;
-        let local = parse_endpoint(local_s.get_ref()).map_err(|m| at(&local_s, format!("{}: {m}", key("local"))))?;
+        let local = parse_endpoint(local_s.get_ref())
+            .map_err(|m| at(&local_s, format!("{}: {m}", key("local"))))?;
         if !locals.insert(local) {
-            return Err(at(&local_s, format!("{}: {local} is already used by another path", key("local"))));
+            return Err(at(
+                &local_s,
+                format!("{}: {local} is already used by another path", key("local")),
+            ));
         }
         let remote_s = need(&p.remote, "remote", "\"10.201.0.2:7000\"")?;
-        let remote = parse_endpoint(remote_s.get_ref()).map_err(|m| at(&remote_s, format!("{}: {m}", key("remote"))))?;
+        let remote = parse_endpoint(remote_s.get_ref())
+            .map_err(|m| at(&remote_s, format!("{}: {m}", key("remote"))))?;
         if local.is_ipv4() != remote.is_ipv4() {
-            return Err(at(&remote_s, format!("{}: {remote} and local {local} are of different address families", key("remote"))));
+            return Err(at(
+                &remote_s,
+                format!(
+                    "{}: {remote} and local {local} are of different address families",
+                    key("remote")
+                ),
+            ));
         }
         let bps = int(&p.bps, &key("bps"), 0, i64::MAX, 0)?.unsigned_abs();
-        let prio = int(&p.prio, &key("prio"), i64::from(i32::MIN), i64::from(i32::MAX), 0)?;
+        let prio = int(
+            &p.prio,
+            &key("prio"),
+            i64::from(i32::MIN),
+            i64::from(i32::MAX),
+            0,
+        )?;
         let prio = i32::try_from(prio).unwrap_or(0);
         let dev = match &p.dev {
             None => None,
@@ -463,7 +581,15 @@ fn validate(raw: RawFile) -> VResult<Config> {
             None => None,
             Some(e) => Some(emulate(e.get_ref(), &key("emulate"))?),
         };
-        paths.push(PathSettings { name: name.into_inner(), local, remote, bps, dev, prio, emulate });
+        paths.push(PathSettings {
+            name: name.into_inner(),
+            local,
+            remote,
+            bps,
+            dev,
+            prio,
+            emulate,
+        });
     }
 
     let scheduler = match sched_name {
@@ -525,7 +651,14 @@ fn validate(raw: RawFile) -> VResult<Config> {
         seed,
         ..BondConfig::default()
     };
-    let bond = BondSettings { interface, address, address6, mtu, primary: b.primary.map(S::into_inner), core };
+    let bond = BondSettings {
+        interface,
+        address,
+        address6,
+        mtu,
+        primary: b.primary.map(S::into_inner),
+        core,
+    };
     Ok(Config { bond, paths })
 }
 
@@ -536,7 +669,10 @@ fn emulate(e: &RawEmulate, key: &str) -> VResult<EmuConfig> {
             Some(s) => {
                 let x = *s.get_ref();
                 if !x.is_finite() || !(0.0..=60_000.0).contains(&x) {
-                    return Err(at(s, format!("{key}.{k}: {x} is out of range (0..=60000 ms)")));
+                    return Err(at(
+                        s,
+                        format!("{key}.{k}: {x} is out of range (0..=60000 ms)"),
+                    ));
                 }
                 Ok(Duration::from_secs_f64(x / 1000.0))
             }
@@ -547,7 +683,10 @@ fn emulate(e: &RawEmulate, key: &str) -> VResult<EmuConfig> {
         Some(s) => {
             let x = *s.get_ref();
             if !(0.0..=1.0).contains(&x) {
-                return Err(at(s, format!("{key}.loss: {x} is out of range (a probability, 0..=1)")));
+                return Err(at(
+                    s,
+                    format!("{key}.loss: {x} is out of range (a probability, 0..=1)"),
+                ));
             }
             x
         }
@@ -556,12 +695,18 @@ fn emulate(e: &RawEmulate, key: &str) -> VResult<EmuConfig> {
     if let Some(s) = &e.outages {
         for pair in s.get_ref() {
             let &[start, len] = pair.as_slice() else {
-                return Err(at(s, format!("{key}.outages: {pair:?} is not a [start_ms, length_ms] pair")));
+                return Err(at(
+                    s,
+                    format!("{key}.outages: {pair:?} is not a [start_ms, length_ms] pair"),
+                ));
             };
             if start < 0 || len < 0 {
                 return Err(at(s, format!("{key}.outages: [{start}, {len}] has a negative time (use [start_ms, length_ms])")));
             }
-            outages.push((Duration::from_millis(start.unsigned_abs()), Duration::from_millis(len.unsigned_abs())));
+            outages.push((
+                Duration::from_millis(start.unsigned_abs()),
+                Duration::from_millis(len.unsigned_abs()),
+            ));
         }
     }
     Ok(EmuConfig {
@@ -569,7 +714,14 @@ fn emulate(e: &RawEmulate, key: &str) -> VResult<EmuConfig> {
         jitter: millis(&e.jitter_ms, "jitter_ms")?,
         loss,
         rate_bps: int(&e.rate_bps, &format!("{key}.rate_bps"), 0, i64::MAX, 0)?.unsigned_abs(),
-        queue_bytes: int(&e.queue_bytes, &format!("{key}.queue_bytes"), 0, i64::MAX, 0)?.unsigned_abs(),
+        queue_bytes: int(
+            &e.queue_bytes,
+            &format!("{key}.queue_bytes"),
+            0,
+            i64::MAX,
+            0,
+        )?
+        .unsigned_abs(),
         outages,
         seed: int(&e.seed, &format!("{key}.seed"), 0, i64::MAX, 1)?.unsigned_abs(),
     })
@@ -581,7 +733,9 @@ pub fn check_endpoints(local: &str, remote: &str) -> Result<(SocketAddr, SocketA
     let l = parse_endpoint(local).map_err(|m| format!("local: {m}"))?;
     let r = parse_endpoint(remote).map_err(|m| format!("remote: {m}"))?;
     if l.is_ipv4() != r.is_ipv4() {
-        return Err(format!("remote: {r} and local {l} are of different address families"));
+        return Err(format!(
+            "remote: {r} and local {l} are of different address families"
+        ));
     }
     Ok((l, r))
 }

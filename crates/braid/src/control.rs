@@ -43,7 +43,11 @@ pub fn find_socket() -> anyhow::Result<PathBuf> {
 
 fn find_socket_in(dir: &Path) -> anyhow::Result<PathBuf> {
     let mut found: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sock")).collect(),
+        Ok(rd) => rd
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+            .collect(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => anyhow::bail!("cannot list {}: {e}", dir.display()),
     };
@@ -144,10 +148,16 @@ impl ControlServer {
     /// A stale socket file is replaced; a live one (another daemon answers) is an error.
     pub fn bind(path: &Path) -> anyhow::Result<ControlServer> {
         check_free(path)?;
-        let listener = UnixListener::bind(path).map_err(|e| anyhow::anyhow!("cannot bind control socket {}: {e}", path.display()))?;
+        let listener = UnixListener::bind(path)
+            .map_err(|e| anyhow::anyhow!("cannot bind control socket {}: {e}", path.display()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
-        Ok(ControlServer { listener, path: path.to_owned(), clients: Vec::new(), scratch: vec![0; 16 * 1024] })
+        Ok(ControlServer {
+            listener,
+            path: path.to_owned(),
+            clients: Vec::new(),
+            scratch: vec![0; 16 * 1024],
+        })
     }
 
     /// The socket's path.
@@ -162,7 +172,9 @@ impl ControlServer {
 
     /// Connected clients' fds with whether each wants to write, for polling.
     pub fn client_fds(&self) -> impl Iterator<Item = (RawFd, bool)> + '_ {
-        self.clients.iter().map(|c| (c.stream.as_raw_fd(), !c.output.is_empty()))
+        self.clients
+            .iter()
+            .map(|c| (c.stream.as_raw_fd(), !c.output.is_empty()))
     }
 
     /// Accept waiting connections.
@@ -173,7 +185,12 @@ impl ControlServer {
                     if self.clients.len() >= MAX_CLIENTS || stream.set_nonblocking(true).is_err() {
                         continue; // dropped: closes the connection
                     }
-                    self.clients.push(Client { stream, input: Vec::new(), output: Vec::new(), closing: false });
+                    self.clients.push(Client {
+                        stream,
+                        input: Vec::new(),
+                        output: Vec::new(),
+                        closing: false,
+                    });
                 }
                 Err(_) => return,
             }
@@ -194,7 +211,11 @@ impl ControlServer {
 }
 
 /// Read, answer, write; false when the client should be dropped.
-fn serve(c: &mut Client, scratch: &mut [u8], handle: &mut dyn FnMut(Result<Request, String>) -> Value) -> bool {
+fn serve(
+    c: &mut Client,
+    scratch: &mut [u8],
+    handle: &mut dyn FnMut(Result<Request, String>) -> Value,
+) -> bool {
     if !c.closing {
         loop {
             match c.stream.read(scratch) {
@@ -206,13 +227,19 @@ fn serve(c: &mut Client, scratch: &mut [u8], handle: &mut dyn FnMut(Result<Reque
                     c.input.extend_from_slice(&scratch[..n]);
                     while let Some(pos) = c.input.iter().position(|&b| b == b'\n') {
                         let line: Vec<u8> = c.input.drain(..=pos).collect();
-                        let req = if line.len() > MAX_REQUEST { Err("request too large".into()) } else { parse_request(&line[..pos]) };
+                        let req = if line.len() > MAX_REQUEST {
+                            Err("request too large".into())
+                        } else {
+                            parse_request(&line[..pos])
+                        };
                         let resp = handle(req);
                         c.output.extend_from_slice(resp.to_string().as_bytes());
                         c.output.push(b'\n');
                     }
                     if c.input.len() > MAX_REQUEST {
-                        let resp = error(format!("request too large (limit {MAX_REQUEST} bytes per line)"));
+                        let resp = error(format!(
+                            "request too large (limit {MAX_REQUEST} bytes per line)"
+                        ));
                         c.output.extend_from_slice(resp.to_string().as_bytes());
                         c.output.push(b'\n');
                         c.input.clear();
@@ -263,9 +290,14 @@ fn check_free(path: &Path) -> anyhow::Result<()> {
     }
     if path.exists() || path.symlink_metadata().is_ok() {
         if UnixStream::connect(path).is_ok() {
-            anyhow::bail!("another braid is already running with control socket {}", path.display());
+            anyhow::bail!(
+                "another braid is already running with control socket {}",
+                path.display()
+            );
         }
-        std::fs::remove_file(path).map_err(|e| anyhow::anyhow!("cannot remove stale control socket {}: {e}", path.display()))?;
+        std::fs::remove_file(path).map_err(|e| {
+            anyhow::anyhow!("cannot remove stale control socket {}: {e}", path.display())
+        })?;
     }
     Ok(())
 }
@@ -275,7 +307,9 @@ fn check_free(path: &Path) -> anyhow::Result<()> {
 pub fn request(path: &Path, req: &Value) -> anyhow::Result<Value> {
     let stream = UnixStream::connect(path).map_err(|e| {
         let hint = match e.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => " (the control socket is root-only: run as root)",
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                " (the control socket is root-only: run as root)"
+            }
             Some(libc::ENOENT) | Some(libc::ECONNREFUSED) => " (is `braid up` running?)",
             _ => "",
         };
@@ -288,15 +322,24 @@ pub fn request(path: &Path, req: &Value) -> anyhow::Result<Value> {
     (&stream).write_all(line.as_bytes())?;
     let mut reader = BufReader::new(&stream).take(64 << 20);
     let mut resp = String::new();
-    reader.read_line(&mut resp).map_err(|e| anyhow::anyhow!("no answer from {}: {e}", path.display()))?;
+    reader
+        .read_line(&mut resp)
+        .map_err(|e| anyhow::anyhow!("no answer from {}: {e}", path.display()))?;
     if resp.is_empty() {
-        anyhow::bail!("the daemon at {} closed the connection without answering", path.display());
+        anyhow::bail!(
+            "the daemon at {} closed the connection without answering",
+            path.display()
+        );
     }
-    let v: Value = serde_json::from_str(&resp).map_err(|e| anyhow::anyhow!("bad answer from the daemon: {e}"))?;
+    let v: Value = serde_json::from_str(&resp)
+        .map_err(|e| anyhow::anyhow!("bad answer from the daemon: {e}"))?;
     if v.get("ok") == Some(&Value::Bool(true)) {
         Ok(v)
     } else {
-        let msg = v.get("error").and_then(Value::as_str).unwrap_or("unknown error");
+        let msg = v
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown error");
         anyhow::bail!("{msg}")
     }
 }
@@ -320,10 +363,25 @@ mod tests {
         );
         assert_eq!(
             parse_request(br#"{"cmd":"enslave","name":"p3","local":"a","remote":"b"}"#),
-            Ok(Request::Enslave { name: "p3".into(), local: "a".into(), remote: "b".into(), bps: None, dev: None })
+            Ok(Request::Enslave {
+                name: "p3".into(),
+                local: "a".into(),
+                remote: "b".into(),
+                bps: None,
+                dev: None
+            })
         );
-        assert_eq!(parse_request(br#" {"cmd":"emancipate","name":"p1"} "#), Ok(Request::Emancipate { name: "p1".into() }));
-        assert_eq!(parse_request(br#"{"name":"p1","bps":7,"cmd":"set"}"#), Ok(Request::Set { name: "p1".into(), bps: 7 }));
+        assert_eq!(
+            parse_request(br#" {"cmd":"emancipate","name":"p1"} "#),
+            Ok(Request::Emancipate { name: "p1".into() })
+        );
+        assert_eq!(
+            parse_request(br#"{"name":"p1","bps":7,"cmd":"set"}"#),
+            Ok(Request::Set {
+                name: "p1".into(),
+                bps: 7
+            })
+        );
     }
 
     #[test]
@@ -332,12 +390,17 @@ mod tests {
         assert_eq!(e(b""), "empty request");
         assert_eq!(e(b"\xff\xfe"), "request is not UTF-8");
         assert!(e(b"status").starts_with("request is not JSON"));
-        assert_eq!(e(br#"{"name":"x"}"#), "missing \"cmd\" (one of status, enslave, emancipate, set)");
+        assert_eq!(
+            e(br#"{"name":"x"}"#),
+            "missing \"cmd\" (one of status, enslave, emancipate, set)"
+        );
         assert_eq!(e(br#"{"cmd":3}"#), "\"cmd\" must be a string");
         assert!(e(br#"{"cmd":"reboot"}"#).starts_with("unknown cmd: unknown variant `reboot`"));
         assert!(e(br#"{"cmd":"set","name":"p1"}"#).contains("missing field `bps`"));
         assert!(e(br#"{"cmd":"set","name":"p1","bps":-1}"#).contains("invalid value"));
-        assert!(e(br#"{"cmd":"set","name":"p1","bps":1,"extra":1}"#).contains("unknown field `extra`"));
+        assert!(
+            e(br#"{"cmd":"set","name":"p1","bps":1,"extra":1}"#).contains("unknown field `extra`")
+        );
         assert!(e(br#"{"cmd":"emancipate"}"#).contains("missing field `name`"));
         assert!(e(br#"[1,2]"#).contains("missing \"cmd\""));
     }
@@ -345,10 +408,20 @@ mod tests {
     fn pair() -> (Client, UnixStream) {
         let (a, b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        (Client { stream: a, input: Vec::new(), output: Vec::new(), closing: false }, b)
+        (
+            Client {
+                stream: a,
+                input: Vec::new(),
+                output: Vec::new(),
+                closing: false,
+            },
+            b,
+        )
     }
 
-    fn echo_handler(seen: &mut Vec<Result<Request, String>>) -> impl FnMut(Result<Request, String>) -> Value + '_ {
+    fn echo_handler(
+        seen: &mut Vec<Result<Request, String>>,
+    ) -> impl FnMut(Result<Request, String>) -> Value + '_ {
         move |r| {
             let v = match &r {
                 Ok(_) => json!({"ok": true}),
@@ -364,7 +437,8 @@ mod tests {
         let (mut c, mut peer) = pair();
         let mut scratch = vec![0; 64];
         let mut seen = Vec::new();
-        peer.write_all(b"{\"cmd\":\"status\"}\ngarbage\n{\"cmd\":\"sta").unwrap();
+        peer.write_all(b"{\"cmd\":\"status\"}\ngarbage\n{\"cmd\":\"sta")
+            .unwrap();
         assert!(serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0], Ok(Request::Status));
@@ -378,7 +452,11 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[0], r#"{"ok":true}"#);
-        assert!(lines[1].starts_with(r#"{"error":"request is not JSON"#), "{}", lines[1]);
+        assert!(
+            lines[1].starts_with(r#"{"error":"request is not JSON"#),
+            "{}",
+            lines[1]
+        );
         // Disconnect: dropped.
         drop(peer);
         assert!(!serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
@@ -417,7 +495,11 @@ mod tests {
             let s = ControlServer::bind(&path).unwrap();
             let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
-            let dmode = std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+            let dmode = std::fs::metadata(path.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
             assert_eq!(dmode, 0o700);
             let e = ControlServer::bind(&path).unwrap_err().to_string();
             assert!(e.contains("another braid is already running"), "{e}");
@@ -448,7 +530,10 @@ mod tests {
         assert_eq!(find_socket_in(&dir).unwrap(), dir.join("a.sock"));
         std::fs::write(dir.join("b.sock"), b"").unwrap();
         let e = find_socket_in(&dir).unwrap_err().to_string();
-        assert!(e.contains("several braid daemons") && e.contains("a.sock") && e.contains("b.sock"), "{e}");
+        assert!(
+            e.contains("several braid daemons") && e.contains("a.sock") && e.contains("b.sock"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -42,12 +42,16 @@ impl Clock {
     /// Start the clock: `now()` counts from here.
     #[expect(clippy::disallowed_methods, reason = "the daemon's one clock read")]
     pub fn start() -> Clock {
-        Clock { start: std::time::Instant::now() }
+        Clock {
+            start: std::time::Instant::now(),
+        }
     }
 
     /// Now, in µs since start.
     pub fn now(&self) -> Instant {
-        Instant::from_micros(u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX / 4))
+        Instant::from_micros(
+            u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX / 4),
+        )
     }
 }
 
@@ -100,7 +104,15 @@ pub struct PathIo {
 
 impl PathIo {
     /// A path's IO; opens the socket at once (or schedules retries when that fails).
-    fn new(now: Instant, id: PathId, name: String, local: SocketAddr, remote: SocketAddr, dev: Option<String>, emu: Option<EmuConfig>) -> PathIo {
+    fn new(
+        now: Instant,
+        id: PathId,
+        name: String,
+        local: SocketAddr,
+        remote: SocketAddr,
+        dev: Option<String>,
+        emu: Option<EmuConfig>,
+    ) -> PathIo {
         let mut p = PathIo {
             id,
             name,
@@ -123,7 +135,13 @@ impl PathIo {
         match udp::open(self.local, self.remote, self.dev.as_deref()) {
             Ok(s) => {
                 if self.last_error.take().is_some() {
-                    dlog!(now, "path {}: socket open again ({} -> {})", self.name, self.local, self.remote);
+                    dlog!(
+                        now,
+                        "path {}: socket open again ({} -> {})",
+                        self.name,
+                        self.local,
+                        self.remote
+                    );
                 }
                 self.sock = Some(s);
                 true
@@ -138,7 +156,12 @@ impl PathIo {
 
     fn fail(&mut self, now: Instant, msg: String) {
         if self.last_error.as_deref() != Some(msg.as_str()) {
-            dlog!(now, "path {}: {msg}; retrying every {}s", self.name, SOCKET_RETRY.as_secs());
+            dlog!(
+                now,
+                "path {}: {msg}; retrying every {}s",
+                self.name,
+                SOCKET_RETRY.as_secs()
+            );
         }
         self.sock = None;
         self.last_error = Some(msg);
@@ -181,7 +204,10 @@ pub struct Daemon {
 
 /// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down.
 pub fn run(cfg: &Config, control_path: Option<&Path>) -> anyhow::Result<()> {
-    let control_path = control_path.map_or_else(|| control::default_socket(&cfg.bond.interface), Path::to_path_buf);
+    let control_path = control_path.map_or_else(
+        || control::default_socket(&cfg.bond.interface),
+        Path::to_path_buf,
+    );
     let mut d = Daemon::new(cfg, &control_path)?;
     d.run()
 }
@@ -205,14 +231,27 @@ impl Daemon {
         let signals = Signals::new().map_err(|e| anyhow::anyhow!("signalfd: {e}"))?;
         let b = &cfg.bond;
         if std::os::unix::net::UnixStream::connect(control_path).is_ok() {
-            anyhow::bail!("another braid is already running with control socket {}", control_path.display());
+            anyhow::bail!(
+                "another braid is already running with control socket {}",
+                control_path.display()
+            );
         }
         let tun = Tun::open(&b.interface, b.mtu, b.address, b.address6)?;
         let (bond, ids) = cfg.build_bond(now)?;
         let mut paths = Vec::with_capacity(cfg.paths.len());
         for (p, id) in cfg.paths.iter().zip(ids) {
-            let io = PathIo::new(now, id, p.name.clone(), p.local, p.remote, p.dev.clone(), p.emulate.clone());
-            if let (Some(e), Some(libc::EADDRINUSE | libc::EPERM | libc::EACCES)) = (&io.last_error, io.last_errno) {
+            let io = PathIo::new(
+                now,
+                id,
+                p.name.clone(),
+                p.local,
+                p.remote,
+                p.dev.clone(),
+                p.emulate.clone(),
+            );
+            if let (Some(e), Some(libc::EADDRINUSE | libc::EPERM | libc::EACCES)) =
+                (&io.last_error, io.last_errno)
+            {
                 anyhow::bail!("path {}: {e}", p.name);
             }
             paths.push(io);
@@ -253,7 +292,10 @@ impl Daemon {
                 p.id,
                 p.local,
                 p.remote,
-                p.dev.as_ref().map(|d| format!(" dev {d}")).unwrap_or_default(),
+                p.dev
+                    .as_ref()
+                    .map(|d| format!(" dev {d}"))
+                    .unwrap_or_default(),
                 if p.emu.is_some() { " (emulated)" } else { "" }
             );
         }
@@ -281,7 +323,8 @@ impl Daemon {
             slots.push(Slot::Signal);
             self.pollfds.push(poll::readable(self.tun.as_raw_fd()));
             slots.push(Slot::Tun);
-            self.pollfds.push(poll::readable(self.control.listener_fd()));
+            self.pollfds
+                .push(poll::readable(self.control.listener_fd()));
             slots.push(Slot::Listener);
             for (fd, wants_write) in self.control.client_fds() {
                 let mut p = poll::readable(fd);
@@ -300,16 +343,23 @@ impl Daemon {
             poll::wait(&mut self.pollfds, timeout).map_err(|e| anyhow::anyhow!("ppoll: {e}"))?;
 
             now = self.clock.now();
-            for k in 0..self.pollfds.len() {
-                let pfd = self.pollfds[k];
+            for (k, slot) in slots.iter().enumerate() {
+                let Some(&pfd) = self.pollfds.get(k) else {
+                    break;
+                };
                 let ready = poll::is_ready(&pfd) || pfd.revents & libc::POLLOUT != 0;
                 if !ready {
                     continue;
                 }
-                match slots[k] {
+                match *slot {
                     Slot::Signal => {
                         if let Some(sig) = self.signals.read() {
-                            dlog!(now, "braid: {} received, removing {}", signal::name(sig), self.interface);
+                            dlog!(
+                                now,
+                                "braid: {} received, removing {}",
+                                signal::name(sig),
+                                self.interface
+                            );
                             return Ok(());
                         }
                     }
@@ -351,7 +401,9 @@ impl Daemon {
     }
 
     fn read_path(&mut self, now: Instant, i: usize) {
-        let Some(p) = self.paths.get_mut(i) else { return };
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
         for _ in 0..BATCH {
             let Some(sock) = &p.sock else { return };
             match sock.recv(&mut self.rx_buf) {
@@ -391,8 +443,12 @@ impl Daemon {
             self.bond.handle_timeout(now);
         }
         while let Some(t) = self.bond.poll_transmit(now, &mut self.tx_buf) {
-            let Some(i) = self.paths.iter().position(|p| p.id == t.path) else { continue };
-            let Some(data) = self.tx_buf.get(..t.len) else { continue };
+            let Some(i) = self.paths.iter().position(|p| p.id == t.path) else {
+                continue;
+            };
+            let Some(data) = self.tx_buf.get(..t.len) else {
+                continue;
+            };
             let p = &mut self.paths[i];
             if let Some(emu) = &mut p.emu {
                 if !emu.push(now, data) {
@@ -403,7 +459,9 @@ impl Daemon {
             }
         }
         for p in &mut self.paths {
-            let Some(mut emu) = p.emu.take() else { continue };
+            let Some(mut emu) = p.emu.take() else {
+                continue;
+            };
             while let Some(n) = emu.poll(now, &mut self.tx_buf) {
                 if let Some(data) = self.tx_buf.get(..n) {
                     send(&mut self.bond, now, p, data);
@@ -423,17 +481,31 @@ impl Daemon {
                 Event::PathUp(id) => (id, "up"),
                 Event::PathDown(id) => (id, "down"),
             };
-            let name = self.paths.iter().find(|p| p.id == id).map_or("?", |p| p.name.as_str());
+            let name = self
+                .paths
+                .iter()
+                .find(|p| p.id == id)
+                .map_or("?", |p| p.name.as_str());
             dlog!(now, "path {name} ({id}) {what}");
         }
     }
 
     fn serve_client(&mut self, now: Instant, fd: i32) {
-        let Daemon { control, bond, paths, interface, address, tun_write_errors, .. } = self;
+        let Daemon {
+            control,
+            bond,
+            paths,
+            interface,
+            address,
+            tun_write_errors,
+            ..
+        } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
             match req {
                 Err(e) => control::error(e),
-                Ok(req) => handle_request(now, bond, paths, req, interface, address, *tun_write_errors),
+                Ok(req) => {
+                    handle_request(now, bond, paths, req, interface, address, *tun_write_errors)
+                }
             }
         };
         control.service(fd, &mut handle);
@@ -492,7 +564,13 @@ fn handle_request(
                 "tun_write_errors": tun_write_errors,
             })
         }
-        Request::Enslave { name, local, remote, bps, dev } => {
+        Request::Enslave {
+            name,
+            local,
+            remote,
+            bps,
+            dev,
+        } => {
             if let Err(e) = config::check_path_name(&name) {
                 return control::error(format!("name: {e}"));
             }
@@ -509,12 +587,18 @@ fn handle_request(
                 return control::error(format!("a path named {name:?} already exists"));
             }
             if let Some(other) = paths.iter().find(|p| p.local == local) {
-                return control::error(format!("local {local} is already used by path {:?}", other.name));
+                return control::error(format!(
+                    "local {local} is already used by path {:?}",
+                    other.name
+                ));
             }
             // Open the socket first: a clear local mistake (address in use) is refused.
             let sock = udp::open(local, remote, dev.as_deref());
             if let Err(e) = &sock {
-                if matches!(e.err.raw_os_error(), Some(libc::EADDRINUSE) | Some(libc::EPERM) | Some(libc::EACCES)) {
+                if matches!(
+                    e.err.raw_os_error(),
+                    Some(libc::EADDRINUSE) | Some(libc::EPERM) | Some(libc::EACCES)
+                ) {
                     return control::error(format!("path {name}: {e}"));
                 }
             }
@@ -617,17 +701,48 @@ mod tests {
     #[test]
     fn set_and_emancipate_by_name() {
         let (mut bond, mut paths) = bond_with(&["a", "b"]);
-        let v = req(&mut bond, &mut paths, Request::Set { name: "b".into(), bps: 5000 });
+        let v = req(
+            &mut bond,
+            &mut paths,
+            Request::Set {
+                name: "b".into(),
+                bps: 5000,
+            },
+        );
         assert_eq!(v["ok"], true);
         let s = req(&mut bond, &mut paths, Request::Status);
         assert_eq!(s["status"]["paths"][1]["bps"], 5000);
         assert_eq!(s["io"][1]["name"], "b");
         assert_eq!(s["interface"], "braid0");
-        assert_eq!(err_of(&req(&mut bond, &mut paths, Request::Set { name: "zz".into(), bps: 1 })), "no path named \"zz\"");
-        assert_eq!(req(&mut bond, &mut paths, Request::Emancipate { name: "a".into() })["ok"], true);
+        assert_eq!(
+            err_of(&req(
+                &mut bond,
+                &mut paths,
+                Request::Set {
+                    name: "zz".into(),
+                    bps: 1
+                }
+            )),
+            "no path named \"zz\""
+        );
+        assert_eq!(
+            req(
+                &mut bond,
+                &mut paths,
+                Request::Emancipate { name: "a".into() }
+            )["ok"],
+            true
+        );
         assert_eq!(paths.len(), 1);
         assert_eq!(bond.path_by_name("a"), None);
-        assert_eq!(err_of(&req(&mut bond, &mut paths, Request::Emancipate { name: "a".into() })), "no path named \"a\"");
+        assert_eq!(
+            err_of(&req(
+                &mut bond,
+                &mut paths,
+                Request::Emancipate { name: "a".into() }
+            )),
+            "no path named \"a\""
+        );
     }
 
     #[test]
@@ -640,15 +755,38 @@ mod tests {
             bps: None,
             dev: dev.map(Into::into),
         };
-        let e = req(&mut bond, &mut paths, ens("a", "127.0.0.1:40100", "127.0.0.1:40101", None));
+        let e = req(
+            &mut bond,
+            &mut paths,
+            ens("a", "127.0.0.1:40100", "127.0.0.1:40101", None),
+        );
         assert_eq!(err_of(&e), "a path named \"a\" already exists");
-        let e = req(&mut bond, &mut paths, ens("", "127.0.0.1:40100", "127.0.0.1:40101", None));
+        let e = req(
+            &mut bond,
+            &mut paths,
+            ens("", "127.0.0.1:40100", "127.0.0.1:40101", None),
+        );
         assert_eq!(err_of(&e), "name: must not be empty");
-        let e = req(&mut bond, &mut paths, ens("c", "127.0.0.1:0", "127.0.0.1:40101", None));
+        let e = req(
+            &mut bond,
+            &mut paths,
+            ens("c", "127.0.0.1:0", "127.0.0.1:40101", None),
+        );
         assert_eq!(err_of(&e), "local: \"127.0.0.1:0\": port 0 is not allowed");
-        let e = req(&mut bond, &mut paths, ens("c", "127.0.0.1:40000", "127.0.0.1:40101", None));
-        assert_eq!(err_of(&e), "local 127.0.0.1:40000 is already used by path \"a\"");
-        let e = req(&mut bond, &mut paths, ens("c", "127.0.0.1:40100", "127.0.0.1:40101", Some("a/b")));
+        let e = req(
+            &mut bond,
+            &mut paths,
+            ens("c", "127.0.0.1:40000", "127.0.0.1:40101", None),
+        );
+        assert_eq!(
+            err_of(&e),
+            "local 127.0.0.1:40000 is already used by path \"a\""
+        );
+        let e = req(
+            &mut bond,
+            &mut paths,
+            ens("c", "127.0.0.1:40100", "127.0.0.1:40101", Some("a/b")),
+        );
         assert!(err_of(&e).starts_with("dev: "), "{e}");
         assert_eq!(paths.len(), 1);
     }
@@ -662,7 +800,13 @@ mod tests {
         let v = req(
             &mut bond,
             &mut paths,
-            Request::Enslave { name: "n".into(), local, remote: "127.0.0.1:9".into(), bps: Some(1000), dev: None },
+            Request::Enslave {
+                name: "n".into(),
+                local,
+                remote: "127.0.0.1:9".into(),
+                bps: Some(1000),
+                dev: None,
+            },
         );
         assert_eq!(v["ok"], true, "{v}");
         assert_eq!(v["warning"], Value::Null);
@@ -673,10 +817,22 @@ mod tests {
         let v = req(
             &mut bond,
             &mut paths,
-            Request::Enslave { name: "m".into(), local: "192.0.2.1:7000".into(), remote: "192.0.2.2:7000".into(), bps: None, dev: None },
+            Request::Enslave {
+                name: "m".into(),
+                local: "192.0.2.1:7000".into(),
+                remote: "192.0.2.2:7000".into(),
+                bps: None,
+                dev: None,
+            },
         );
         assert_eq!(v["ok"], true, "{v}");
-        assert!(v["warning"].as_str().unwrap().starts_with("bind 192.0.2.1:7000: "), "{v}");
+        assert!(
+            v["warning"]
+                .as_str()
+                .unwrap()
+                .starts_with("bind 192.0.2.1:7000: "),
+            "{v}"
+        );
         assert!(paths[1].sock.is_none());
     }
 

@@ -51,8 +51,14 @@ pub fn render(resp: &Value) -> String {
     let null = Value::Null;
     let st = resp.get("status").unwrap_or(&null);
     let mut out = String::new();
-    let paths: &[Value] = st.get("paths").and_then(Value::as_array).map_or(&[], Vec::as_slice);
-    let io: &[Value] = resp.get("io").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+    let paths: &[Value] = st
+        .get("paths")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let io: &[Value] = resp
+        .get("io")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
     let _ = writeln!(
         out,
         "{} {}: scheduler {}, {} path(s), up {:.0}s",
@@ -63,14 +69,26 @@ pub fn render(resp: &Value) -> String {
         u(resp, "uptime_us") as f64 / 1e6,
     );
     let header = [
-        "PATH", "STATE", "RTT", "LOSS", "CAPACITY", "PACING", "QUEUED", "INFLIGHT", "TX PKTS", "TX BYTES", "RX PKTS", "RX BYTES", "DOWNS",
+        "PATH", "STATE", "RTT", "LOSS", "CAPACITY", "PACING", "QUEUED", "INFLIGHT", "TX PKTS",
+        "TX BYTES", "RX PKTS", "RX BYTES", "DOWNS",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
     for p in paths {
-        let name = p.get("name").and_then(Value::as_str).unwrap_or("?").to_owned();
-        let mut state = p.get("state").and_then(Value::as_str).unwrap_or("?").to_owned();
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned();
+        let mut state = p
+            .get("state")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned();
         let id = p.get("id").and_then(Value::as_u64);
-        if let Some(i) = io.iter().find(|i| i.get("id").and_then(Value::as_u64) == id) {
+        if let Some(i) = io
+            .iter()
+            .find(|i| i.get("id").and_then(Value::as_u64) == id)
+        {
             if i.get("socket").and_then(Value::as_str) == Some("closed") {
                 state.push_str(" (no socket)");
             }
@@ -92,15 +110,31 @@ pub fn render(resp: &Value) -> String {
             u(p, "downs").to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
     for r in &rows {
-        let line: Vec<String> =
-            r.iter().zip(&widths).enumerate().map(|(c, (s, w))| if c < 2 { format!("{s:<w$}") } else { format!("{s:>w$}") }).collect();
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (s, w))| {
+                if c < 2 {
+                    format!("{s:<w$}")
+                } else {
+                    format!("{s:>w$}")
+                }
+            })
+            .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     for i in io {
         if let Some(e) = i.get("error").and_then(Value::as_str) {
-            let _ = writeln!(out, "  {}: {e}", i.get("name").and_then(Value::as_str).unwrap_or("?"));
+            let _ = writeln!(
+                out,
+                "  {}: {e}",
+                i.get("name").and_then(Value::as_str).unwrap_or("?")
+            );
         }
     }
     let c = st.get("counters").unwrap_or(&null);
@@ -173,14 +207,22 @@ mod tests {
         });
         let t = render(&resp);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines[0], "braid0 10.200.0.1/30: scheduler adaptive, 2 path(s), up 5s");
+        assert_eq!(
+            lines[0],
+            "braid0 10.200.0.1/30: scheduler adaptive, 2 path(s), up 5s"
+        );
         assert!(lines[1].starts_with("PATH      STATE"), "{t}");
         assert!(lines[2].starts_with("p0        up"), "{t}");
-        for cell in ["20.1ms", "1.5%", "10.0M", "12.0M", "3.0kB", "15.0kB", "14.0kB", "9.0kB"] {
+        for cell in [
+            "20.1ms", "1.5%", "10.0M", "12.0M", "3.0kB", "15.0kB", "14.0kB", "9.0kB",
+        ] {
             assert!(lines[2].contains(cell), "{cell} missing: {}", lines[2]);
         }
         assert!(lines[3].starts_with("longname  down (no socket)"), "{t}");
-        assert_eq!(lines[4], "  longname: bind 1.2.3.4:5: Cannot assign requested address");
+        assert_eq!(
+            lines[4],
+            "  longname: bind 1.2.3.4:5: Cannot assign requested address"
+        );
         assert_eq!(lines[5], "bond: tun rx 11, tun tx 22; dropped: no path 1, queue 2, too big 3; bad datagrams 4; rescheduled 5");
         assert_eq!(
             lines[6],

@@ -4,23 +4,48 @@ mod common;
 use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {
-    Command::new(common::braid()).args(args).output().expect("run braid")
+    Command::new(common::braid())
+        .args(args)
+        .output()
+        .expect("run braid")
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn help_everywhere() {
     let (out, _) = text(&run(&["--help"]));
-    for sub in ["up", "status", "enslave", "emancipate", "set", "lab", "demo", "check"] {
+    for sub in [
+        "up",
+        "status",
+        "enslave",
+        "emancipate",
+        "set",
+        "lab",
+        "demo",
+        "check",
+    ] {
         assert!(out.contains(sub), "top-level help lists {sub}: {out}");
     }
     let cases: &[(&[&str], &[&str])] = &[
         (&["up", "--help"], &["--config", "--control"]),
         (&["status", "--help"], &["--json", "--control"]),
-        (&["enslave", "--help"], &["--local", "--remote", "--bps", "--dev", "--control", "<NAME>"]),
+        (
+            &["enslave", "--help"],
+            &[
+                "--local",
+                "--remote",
+                "--bps",
+                "--dev",
+                "--control",
+                "<NAME>",
+            ],
+        ),
         (&["emancipate", "--help"], &["<NAME>", "--control"]),
         (&["set", "--help"], &["KEY=VALUE", "--control"]),
         (&["lab", "--help"], &["--list", "--duration", "--json"]),
@@ -49,7 +74,10 @@ fn missing_config_file_is_clear() {
     let o = run(&["up", "--config", "/nonexistent/braid.toml"]);
     assert_eq!(o.status.code(), Some(1));
     let (_, err) = text(&o);
-    assert!(err.starts_with("braid: /nonexistent/braid.toml: cannot read config file: No such file"), "{err}");
+    assert!(
+        err.starts_with("braid: /nonexistent/braid.toml: cannot read config file: No such file"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -60,11 +88,27 @@ fn bad_config_names_key_and_line() {
     let o = run(&["up", "--config", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let (_, err) = text(&o);
-    assert_eq!(err.trim(), format!("braid: {}:3:7: bond.mtu: 100 is out of range (576..=65467)", f.display()));
+    assert_eq!(
+        err.trim(),
+        format!(
+            "braid: {}:3:7: bond.mtu: 100 is out of range (576..=65467)",
+            f.display()
+        )
+    );
 
-    std::fs::write(&f, "[bond]\naddress = \"10.200.0.1/30\"\nschedular = \"eql\"\n").unwrap();
+    std::fs::write(
+        &f,
+        "[bond]\naddress = \"10.200.0.1/30\"\nschedular = \"eql\"\n",
+    )
+    .unwrap();
     let (_, err) = text(&run(&["check", "--config", f.to_str().unwrap()]));
-    assert!(err.starts_with(&format!("braid: {}:3:1: unknown field `schedular`", f.display())), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "braid: {}:3:1: unknown field `schedular`",
+            f.display()
+        )),
+        "{err}"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -75,7 +119,10 @@ fn check_accepts_examples() {
     let o = run(&["check", "--config", f.to_str().unwrap()]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
-    assert!(out.contains(": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s))"), "{out}");
+    assert!(
+        out.contains(": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s))"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -87,18 +134,46 @@ fn client_commands_without_daemon_fail_clearly() {
         vec!["status", "--control", s],
         vec!["emancipate", "p0", "--control", s],
         vec!["set", "p0", "bps=5", "--control", s],
-        vec!["enslave", "p0", "--local", "10.0.0.1:7000", "--remote", "10.0.0.2:7000", "--control", s],
+        vec![
+            "enslave",
+            "p0",
+            "--local",
+            "10.0.0.1:7000",
+            "--remote",
+            "10.0.0.2:7000",
+            "--control",
+            s,
+        ],
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");
         let (_, err) = text(&o);
-        assert!(err.starts_with(&format!("braid: cannot connect to {s}: ")) && err.contains("is `braid up` running?"), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("braid: cannot connect to {s}: "))
+                && err.contains("is `braid up` running?"),
+            "{args:?}: {err}"
+        );
     }
     // Argument errors are caught before connecting.
     let (_, err) = text(&run(&["set", "p0", "speed=5", "--control", s]));
-    assert_eq!(err.trim(), "braid: unknown setting \"speed\" (settable: bps)");
-    let (_, err) = text(&run(&["enslave", "p0", "--local", "10.0.0.1:0", "--remote", "10.0.0.2:7000", "--control", s]));
-    assert_eq!(err.trim(), "braid: local: \"10.0.0.1:0\": port 0 is not allowed");
+    assert_eq!(
+        err.trim(),
+        "braid: unknown setting \"speed\" (settable: bps)"
+    );
+    let (_, err) = text(&run(&[
+        "enslave",
+        "p0",
+        "--local",
+        "10.0.0.1:0",
+        "--remote",
+        "10.0.0.2:7000",
+        "--control",
+        s,
+    ]));
+    assert_eq!(
+        err.trim(),
+        "braid: local: \"10.0.0.1:0\": port 0 is not allowed"
+    );
     let o = run(&["enslave", "p0", "--local", "10.0.0.1:7000"]);
     assert_eq!(o.status.code(), Some(2), "clap usage error");
     std::fs::remove_dir_all(&d).unwrap();

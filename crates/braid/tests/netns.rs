@@ -9,12 +9,19 @@ use std::time::Duration;
 use serde_json::Value;
 
 fn sh(args: &[&str]) -> std::process::Output {
-    Command::new(args[0]).args(&args[1..]).output().expect("run command")
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("run command")
 }
 
 fn ok(args: &[&str]) {
     let o = sh(args);
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Two namespaces `A` and `B` joined by `n` veth pairs: path i is 10.201.i.1 <-> 10.201.i.2.
@@ -39,9 +46,30 @@ impl Lab {
         ok(&["ip", "netns", "add", &lab.b]);
         for i in 0..n {
             let (va, vb) = (format!("va{i}"), format!("vb{i}"));
-            ok(&["ip", "link", "add", &va, "netns", &lab.a, "type", "veth", "peer", "name", &vb, "netns", &lab.b]);
-            ok(&["ip", "-n", &lab.a, "addr", "add", &format!("10.201.{i}.1/24"), "dev", &va]);
-            ok(&["ip", "-n", &lab.b, "addr", "add", &format!("10.201.{i}.2/24"), "dev", &vb]);
+            ok(&[
+                "ip", "link", "add", &va, "netns", &lab.a, "type", "veth", "peer", "name", &vb,
+                "netns", &lab.b,
+            ]);
+            ok(&[
+                "ip",
+                "-n",
+                &lab.a,
+                "addr",
+                "add",
+                &format!("10.201.{i}.1/24"),
+                "dev",
+                &va,
+            ]);
+            ok(&[
+                "ip",
+                "-n",
+                &lab.b,
+                "addr",
+                "add",
+                &format!("10.201.{i}.2/24"),
+                "dev",
+                &vb,
+            ]);
             ok(&["ip", "-n", &lab.a, "link", "set", &va, "up"]);
             ok(&["ip", "-n", &lab.b, "link", "set", &vb, "up"]);
         }
@@ -95,7 +123,10 @@ impl Lab {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("braid up on side {side} not ready in 5 s; log:\n{}", self.log(side));
+        panic!(
+            "braid up on side {side} not ready in 5 s; log:\n{}",
+            self.log(side)
+        );
     }
 
     fn log(&self, side: u8) -> String {
@@ -103,12 +134,20 @@ impl Lab {
     }
 
     fn braid(&self, side: u8, args: &[&str]) -> std::process::Output {
-        Command::new(common::braid()).args(args).arg("--control").arg(self.sock(side)).output().expect("run braid")
+        Command::new(common::braid())
+            .args(args)
+            .arg("--control")
+            .arg(self.sock(side))
+            .output()
+            .expect("run braid")
     }
 
     fn status(&self, side: u8) -> Option<Value> {
         let o = self.braid(side, &["status", "--json"]);
-        o.status.success().then(|| serde_json::from_slice(&o.stdout).ok()).flatten()
+        o.status
+            .success()
+            .then(|| serde_json::from_slice(&o.stdout).ok())
+            .flatten()
     }
 
     fn exec(&self, side: u8, args: &[&str]) -> std::process::Output {
@@ -128,7 +167,11 @@ impl Lab {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("paths of side {side} not all up in 5 s: {:?}\nlog:\n{}", self.status(side), self.log(side));
+        panic!(
+            "paths of side {side} not all up in 5 s: {:?}\nlog:\n{}",
+            self.status(side),
+            self.log(side)
+        );
     }
 }
 
@@ -170,15 +213,45 @@ fn up_configures_tun_serves_control_and_cleans_up() {
     // Status lists the paths; the control socket is root-only.
     let s = lab.status(1).expect("status");
     assert_eq!(s["interface"], "braid0");
-    let names: Vec<&str> = s["status"]["paths"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    let names: Vec<&str> = s["status"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
     assert_eq!(names, ["p0", "p1"]);
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(lab.sock(1)).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(lab.sock(1)).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
 
     // Run-time enslave / set / emancipate.
-    let o = lab.braid(1, &["enslave", "p2", "--local", "10.201.2.1:7000", "--remote", "10.201.2.2:7000", "--bps", "1000000"]);
+    let o = lab.braid(
+        1,
+        &[
+            "enslave",
+            "p2",
+            "--local",
+            "10.201.2.1:7000",
+            "--remote",
+            "10.201.2.2:7000",
+            "--bps",
+            "1000000",
+        ],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = lab.braid(1, &["enslave", "p2", "--local", "10.201.2.1:7001", "--remote", "10.201.2.2:7000"]);
+    let o = lab.braid(
+        1,
+        &[
+            "enslave",
+            "p2",
+            "--local",
+            "10.201.2.1:7001",
+            "--remote",
+            "10.201.2.2:7000",
+        ],
+    );
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("a path named \"p2\" already exists"));
     let o = lab.braid(1, &["set", "p2", "bps=2000000"]);
@@ -190,7 +263,12 @@ fn up_configures_tun_serves_control_and_cleans_up() {
     let o = lab.braid(1, &["emancipate", "p0"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = lab.status(1).unwrap();
-    let names: Vec<&str> = s["status"]["paths"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    let names: Vec<&str> = s["status"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
     assert_eq!(names, ["p1", "p2"]);
 
     // Garbage on the control socket does not disturb the daemon.
@@ -201,7 +279,10 @@ fn up_configures_tun_serves_control_and_cleans_up() {
         let mut r = std::io::BufReader::new(c);
         let mut line = String::new();
         r.read_line(&mut line).unwrap();
-        assert!(line.contains("\"ok\":false") && line.contains("not JSON"), "{line}");
+        assert!(
+            line.contains("\"ok\":false") && line.contains("not JSON"),
+            "{line}"
+        );
         line.clear();
         r.read_line(&mut line).unwrap();
         assert!(line.contains("unknown cmd"), "{line}");
@@ -209,7 +290,17 @@ fn up_configures_tun_serves_control_and_cleans_up() {
     assert!(lab.status(1).is_some());
 
     // A second daemon on the same socket is refused.
-    let o = lab.exec(1, &[common::braid().to_str().unwrap(), "up", "--config", cfg.to_str().unwrap(), "--control", lab.sock(1).to_str().unwrap()]);
+    let o = lab.exec(
+        1,
+        &[
+            common::braid().to_str().unwrap(),
+            "up",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--control",
+            lab.sock(1).to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("another braid is already running"));
 
@@ -239,7 +330,10 @@ fn ping_and_tcp_through_three_paths_and_failover() {
     lab.wait_all_up(1, 3);
     lab.wait_all_up(2, 3);
 
-    let o = lab.exec(1, &["ping", "-c", "5", "-i", "0.1", "-W", "2", "10.200.0.2"]);
+    let o = lab.exec(
+        1,
+        &["ping", "-c", "5", "-i", "0.1", "-W", "2", "10.200.0.2"],
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains(" 0% packet loss"), "{out}\n{}", lab.log(1));
 
@@ -251,7 +345,17 @@ fn ping_and_tcp_through_three_paths_and_failover() {
     }
     std::thread::sleep(Duration::from_millis(300));
     let client = Command::new("ip")
-        .args(["netns", "exec", &lab.a, "iperf3", "-c", "10.200.0.2", "-t", "3", "-J"])
+        .args([
+            "netns",
+            "exec",
+            &lab.a,
+            "iperf3",
+            "-c",
+            "10.200.0.2",
+            "-t",
+            "3",
+            "-J",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -261,9 +365,18 @@ fn ping_and_tcp_through_three_paths_and_failover() {
     ok(&["ip", "-n", &lab.b, "link", "set", "vb1", "up"]);
     let out = client.wait_with_output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
-    assert!(bps > 1e6, "TCP through the bond: {bps} bit/s\n{}", lab.log(1));
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        bps > 1e6,
+        "TCP through the bond: {bps} bit/s\n{}",
+        lab.log(1)
+    );
     let s = lab.status(1).unwrap();
-    assert!(s["status"]["paths"][1]["downs"].as_u64().unwrap_or(0) >= 1, "p1 was declared down: {s}");
+    assert!(
+        s["status"]["paths"][1]["downs"].as_u64().unwrap_or(0) >= 1,
+        "p1 was declared down: {s}"
+    );
     lab.wait_all_up(1, 3);
 }

@@ -5,7 +5,11 @@ use std::time::Duration;
 
 /// Readable-interest entry for [`wait`].
 pub fn readable(fd: RawFd) -> libc::pollfd {
-    libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
 }
 
 /// True when the entry reported readiness (or an error/hang-up, which a read will surface).
@@ -18,12 +22,21 @@ pub fn is_ready(p: &libc::pollfd) -> bool {
 pub fn wait(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: libc::c_long::try_from(t.subsec_nanos()).unwrap_or(0),
+        tv_nsec: libc::c_long::from(t.subsec_nanos()),
     });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `fds` is a valid slice of pollfd for its length; `tsp` is null or points to a
     // live timespec; a null sigmask leaves the mask alone.
-    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
     if r == -1 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {

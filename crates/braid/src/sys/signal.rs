@@ -24,8 +24,14 @@ impl Signals {
             if r != 0 {
                 return Err(io::Error::from_raw_os_error(r));
             }
-            let fd = cvt(libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC))?;
-            Ok(Signals { fd: OwnedFd::from_raw_fd(fd) })
+            let fd = cvt(libc::signalfd(
+                -1,
+                &set,
+                libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
+            ))?;
+            Ok(Signals {
+                fd: OwnedFd::from_raw_fd(fd),
+            })
         }
     }
 
@@ -39,7 +45,8 @@ impl Signals {
                 (&mut info as *mut libc::signalfd_siginfo).cast(),
                 std::mem::size_of::<libc::signalfd_siginfo>(),
             );
-            (n == std::mem::size_of::<libc::signalfd_siginfo>() as isize).then(|| i32::try_from(info.ssi_signo).unwrap_or(0))
+            (n == std::mem::size_of::<libc::signalfd_siginfo>() as isize)
+                .then(|| i32::try_from(info.ssi_signo).unwrap_or(0))
         }
     }
 }

@@ -24,7 +24,10 @@ fn ifreq(name: &str) -> io::Result<libc::ifreq> {
     // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad interface name"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad interface name",
+        ));
     }
     for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
@@ -36,7 +39,9 @@ fn sockaddr_in(a: Ipv4Addr) -> libc::sockaddr {
     let sin = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: 0,
-        sin_addr: libc::in_addr { s_addr: u32::from(a).to_be() },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(a).to_be(),
+        },
         sin_zero: [0; 8],
     };
     // SAFETY: sockaddr_in and sockaddr have the same size on Linux; both plain data.
@@ -46,7 +51,13 @@ fn sockaddr_in(a: Ipv4Addr) -> libc::sockaddr {
 /// A datagram socket of `family` to issue interface ioctls on.
 fn ctl_socket(family: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2); the fd is owned at once.
-    unsafe { Ok(OwnedFd::from_raw_fd(cvt(libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?)) }
+    unsafe {
+        Ok(OwnedFd::from_raw_fd(cvt(libc::socket(
+            family,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?))
+    }
 }
 
 fn ioctl(fd: &OwnedFd, req: libc::Ioctl, arg: *mut libc::c_void) -> io::Result<()> {
@@ -80,7 +91,13 @@ impl Tun {
         let mut req = ifreq(name)?;
         req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: TUNSETIFF takes a pointer to an ifreq.
-        let r = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req as *mut libc::ifreq) };
+        let r = unsafe {
+            libc::ioctl(
+                file.as_raw_fd(),
+                libc::TUNSETIFF,
+                &mut req as *mut libc::ifreq,
+            )
+        };
         if r == -1 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
@@ -91,7 +108,10 @@ impl Tun {
                 _ => with_context(e, &format!("cannot create TUN {name}")),
             });
         }
-        Ok(Tun { file, name: name.to_owned() })
+        Ok(Tun {
+            file,
+            name: name.to_owned(),
+        })
     }
 
     /// Create, configure and bring up the device: MTU, IPv4 address/prefix, optional IPv6.
@@ -116,7 +136,8 @@ impl Tun {
         let s = ctl_socket(libc::AF_INET)?;
         let mut req = ifreq(&self.name)?;
         req.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu).unwrap_or(1400);
-        ioctl(&s, libc::SIOCSIFMTU, (&mut req as *mut libc::ifreq).cast()).map_err(|e| with_context(e, &format!("{}: set MTU {mtu}", self.name)))
+        ioctl(&s, libc::SIOCSIFMTU, (&mut req as *mut libc::ifreq).cast())
+            .map_err(|e| with_context(e, &format!("{}: set MTU {mtu}", self.name)))
     }
 
     /// Set the IPv4 address and netmask (SIOCSIFADDR, SIOCSIFNETMASK); the kernel adds the
@@ -125,37 +146,63 @@ impl Tun {
         let s = ctl_socket(libc::AF_INET)?;
         let mut req = ifreq(&self.name)?;
         req.ifr_ifru.ifru_addr = sockaddr_in(a.addr);
-        ioctl(&s, libc::SIOCSIFADDR, (&mut req as *mut libc::ifreq).cast()).map_err(|e| with_context(e, &format!("{}: set address {a}", self.name)))?;
+        ioctl(&s, libc::SIOCSIFADDR, (&mut req as *mut libc::ifreq).cast())
+            .map_err(|e| with_context(e, &format!("{}: set address {a}", self.name)))?;
         let mut req = ifreq(&self.name)?;
         req.ifr_ifru.ifru_netmask = sockaddr_in(a.netmask());
-        ioctl(&s, libc::SIOCSIFNETMASK, (&mut req as *mut libc::ifreq).cast())
-            .map_err(|e| with_context(e, &format!("{}: set netmask {}", self.name, a.netmask())))
+        ioctl(
+            &s,
+            libc::SIOCSIFNETMASK,
+            (&mut req as *mut libc::ifreq).cast(),
+        )
+        .map_err(|e| with_context(e, &format!("{}: set netmask {}", self.name, a.netmask())))
     }
 
     /// Add an IPv6 address (SIOCSIFADDR on an AF_INET6 socket with `in6_ifreq`).
     pub fn add_ipv6(&self, a: Ipv6Cidr) -> io::Result<()> {
-        let s = ctl_socket(libc::AF_INET6).map_err(|e| with_context(e, "IPv6 socket (is IPv6 disabled?)"))?;
+        let s = ctl_socket(libc::AF_INET6)
+            .map_err(|e| with_context(e, "IPv6 socket (is IPv6 disabled?)"))?;
         let mut req = ifreq(&self.name)?;
-        ioctl(&s, libc::SIOCGIFINDEX, (&mut req as *mut libc::ifreq).cast())?;
+        ioctl(
+            &s,
+            libc::SIOCGIFINDEX,
+            (&mut req as *mut libc::ifreq).cast(),
+        )?;
         // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
         let ifindex = unsafe { req.ifr_ifru.ifru_ifindex };
         let mut r6 = libc::in6_ifreq {
-            ifr6_addr: libc::in6_addr { s6_addr: a.addr.octets() },
+            ifr6_addr: libc::in6_addr {
+                s6_addr: a.addr.octets(),
+            },
             ifr6_prefixlen: u32::from(a.prefix),
             ifr6_ifindex: ifindex,
         };
-        ioctl(&s, libc::SIOCSIFADDR, (&mut r6 as *mut libc::in6_ifreq).cast()).map_err(|e| with_context(e, &format!("{}: add address {a}", self.name)))
+        ioctl(
+            &s,
+            libc::SIOCSIFADDR,
+            (&mut r6 as *mut libc::in6_ifreq).cast(),
+        )
+        .map_err(|e| with_context(e, &format!("{}: add address {a}", self.name)))
     }
 
     /// Bring the interface up (SIOCGIFFLAGS | IFF_UP, SIOCSIFFLAGS).
     pub fn set_up(&self) -> io::Result<()> {
         let s = ctl_socket(libc::AF_INET)?;
         let mut req = ifreq(&self.name)?;
-        ioctl(&s, libc::SIOCGIFFLAGS, (&mut req as *mut libc::ifreq).cast())?;
+        ioctl(
+            &s,
+            libc::SIOCGIFFLAGS,
+            (&mut req as *mut libc::ifreq).cast(),
+        )?;
         // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
         let flags = unsafe { req.ifr_ifru.ifru_flags };
         req.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        ioctl(&s, libc::SIOCSIFFLAGS, (&mut req as *mut libc::ifreq).cast()).map_err(|e| with_context(e, &format!("{}: bring up", self.name)))
+        ioctl(
+            &s,
+            libc::SIOCSIFFLAGS,
+            (&mut req as *mut libc::ifreq).cast(),
+        )
+        .map_err(|e| with_context(e, &format!("{}: bring up", self.name)))
     }
 
     /// Read one packet; `WouldBlock` when none is waiting.

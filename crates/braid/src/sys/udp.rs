@@ -31,14 +31,24 @@ impl std::fmt::Display for OpenError {
 impl std::error::Error for OpenError {}
 
 /// Open the path socket. Errors say which step failed.
-pub fn open(local: SocketAddr, remote: SocketAddr, dev: Option<&str>) -> Result<UdpSocket, OpenError> {
+pub fn open(
+    local: SocketAddr,
+    remote: SocketAddr,
+    dev: Option<&str>,
+) -> Result<UdpSocket, OpenError> {
     let step = |what: String| move |err: io::Error| OpenError { step: what, err };
-    let sock = Socket::new(Domain::for_address(local), Type::DGRAM.nonblocking().cloexec(), Some(Protocol::UDP)).map_err(step("socket".into()))?;
+    let sock = Socket::new(
+        Domain::for_address(local),
+        Type::DGRAM.nonblocking().cloexec(),
+        Some(Protocol::UDP),
+    )
+    .map_err(step("socket".into()))?;
     if local.is_ipv6() {
         sock.set_only_v6(true).map_err(step("IPV6_V6ONLY".into()))?;
     }
     if let Some(dev) = dev {
-        sock.bind_device(Some(dev.as_bytes())).map_err(step(format!("SO_BINDTODEVICE {dev}")))?;
+        sock.bind_device(Some(dev.as_bytes()))
+            .map_err(step(format!("SO_BINDTODEVICE {dev}")))?;
     }
     // Bigger buffers absorb bursts between event-loop turns; failures are harmless.
     let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
@@ -57,8 +67,10 @@ pub fn open(local: SocketAddr, remote: SocketAddr, dev: Option<&str>) -> Result<
             );
         }
     }
-    sock.bind(&local.into()).map_err(step(format!("bind {local}")))?;
-    sock.connect(&remote.into()).map_err(step(format!("connect {remote}")))?;
+    sock.bind(&local.into())
+        .map_err(step(format!("bind {local}")))?;
+    sock.connect(&remote.into())
+        .map_err(step(format!("connect {remote}")))?;
     Ok(sock.into())
 }
 
@@ -80,9 +92,11 @@ pub fn classify(e: &io::Error) -> ErrorKind {
     match e.raw_os_error() {
         Some(libc::EAGAIN) | Some(libc::EINTR) => ErrorKind::WouldBlock,
         Some(libc::EMSGSIZE) | Some(libc::ENOBUFS) => ErrorKind::Datagram,
-        Some(libc::ECONNREFUSED) | Some(libc::EHOSTUNREACH) | Some(libc::EHOSTDOWN) | Some(libc::ENETDOWN) | Some(libc::ETIMEDOUT) => {
-            ErrorKind::Path
-        }
+        Some(libc::ECONNREFUSED)
+        | Some(libc::EHOSTUNREACH)
+        | Some(libc::EHOSTDOWN)
+        | Some(libc::ENETDOWN)
+        | Some(libc::ETIMEDOUT) => ErrorKind::Path,
         _ if e.kind() == io::ErrorKind::WouldBlock => ErrorKind::WouldBlock,
         _ => ErrorKind::Socket,
     }
@@ -132,12 +146,20 @@ mod tests {
         }
         assert_eq!(got.map(|n| &buf[..n]), Some(&b"hello"[..]));
         // Non-blocking: nothing more waits.
-        assert_eq!(classify(&b.recv(&mut buf).unwrap_err()), ErrorKind::WouldBlock);
+        assert_eq!(
+            classify(&b.recv(&mut buf).unwrap_err()),
+            ErrorKind::WouldBlock
+        );
     }
 
     #[test]
     fn bind_to_foreign_address_fails_clearly() {
-        let e = open("192.0.2.77:7000".parse().unwrap(), "192.0.2.78:7000".parse().unwrap(), None).unwrap_err();
+        let e = open(
+            "192.0.2.77:7000".parse().unwrap(),
+            "192.0.2.78:7000".parse().unwrap(),
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().starts_with("bind 192.0.2.77:7000: "), "{e}");
         assert_eq!(e.err.raw_os_error(), Some(libc::EADDRNOTAVAIL));
     }

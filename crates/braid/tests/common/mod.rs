@@ -10,7 +10,10 @@ pub fn require_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let tun = std::path::Path::new("/dev/net/tun").exists();
-    let ip = std::process::Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
+    let ip = std::process::Command::new("ip")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if root && tun && ip {
         return true;
     }
