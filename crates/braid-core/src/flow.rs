@@ -801,3 +801,306 @@ fn arr4(data: &[u8], off: usize) -> Option<[u8; 4]> {
 fn arr6(data: &[u8], off: usize) -> Option<[u8; 6]> {
     get(data, off, 6).map(|b| [b[0], b[1], b[2], b[3], b[4], b[5]])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ip4(src: [u8; 4], dst: [u8; 4], ip_proto: u8, frag: u16, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x45, 0, 0, 0, 0, 0];
+        p.extend_from_slice(&frag.to_be_bytes());
+        p.extend_from_slice(&[64, ip_proto, 0, 0]);
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    fn ip6(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, next, 64];
+        let mut a = [0u8; 16];
+        a[0] = 0x20;
+        a[1] = 0x01;
+        a[15] = 1;
+        p.extend_from_slice(&a);
+        a[15] = 2;
+        p.extend_from_slice(&a);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+    const TCP: [u8; 8] = [0x9c, 0x40, 0x00, 0x50, 0, 0, 0, 1];
+
+    #[test]
+    fn tun_pseudo_header() {
+        let l2 = L2Header::from_ip(&[0x45]);
+        assert_eq!(
+            (l2.proto, l2.dst, l2.src, l2.nhoff),
+            (ETH_P_IP, [0; 6], [0; 6], 0)
+        );
+        assert_eq!(L2Header::from_ip(&[0x60]).proto, ETH_P_IPV6);
+        assert_eq!(L2Header::from_ip(&[0x70]).proto, 0);
+        assert_eq!(L2Header::from_ip(&[]).proto, 0);
+    }
+
+    #[test]
+    fn frame_header_and_outer_tag() {
+        let mut f = vec![
+            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0x81, 0x00, 0x60, 0x64, 0x08, 0x00,
+        ];
+        let l2 = L2Header::from_frame(&f);
+        assert_eq!(l2.vlan_tci, Some(0x6064));
+        assert_eq!(
+            (l2.proto, l2.nhoff, l2.src[5], l2.dst[5]),
+            (ETH_P_IP, 18, 12, 6)
+        );
+        // A tag cut short stays in the data.
+        f.truncate(16);
+        let l2 = L2Header::from_frame(&f);
+        assert_eq!((l2.vlan_tci, l2.proto, l2.nhoff), (None, ETH_P_8021Q, 14));
+        assert!(!L2Header::from_frame(&f[..13]).present);
+    }
+
+    #[test]
+    fn bond_dissect_v4_tcp() {
+        let p = ip4(A, B, proto::TCP, 0, &TCP);
+        let fk = bond_dissect(&p, ETH_P_IP, 0, true);
+        let Some(fk) = fk else { panic!("no keys") };
+        assert_eq!(fk.addrs, Addrs::V4 { src: A, dst: B });
+        assert_eq!((fk.sport(), fk.dport()), (40000, 80));
+        assert_eq!(fk.ports_word(), 0x5000_409c);
+        assert_eq!((fk.u32_src(), fk.u32_dst()), (0x0100_000a, 0x0200_000a));
+        assert_eq!(fk.ip_proto, Some(proto::TCP));
+        // layer2+3 does not read the ports.
+        assert_eq!(
+            bond_dissect(&p, ETH_P_IP, 0, false).map(|k| k.ports),
+            Some([0; 4])
+        );
+        // Wrong l2 proto, truncated header: the kernel's dissection fails.
+        assert_eq!(bond_dissect(&p, ETH_P_ARP, 0, true), None);
+        assert_eq!(bond_dissect(&p[..19], ETH_P_IP, 0, true), None);
+        // Truncated ports: still IP, ports zero.
+        assert_eq!(
+            bond_dissect(&p[..23], ETH_P_IP, 0, true).map(|k| k.ports),
+            Some([0; 4])
+        );
+    }
+
+    #[test]
+    fn ihl_checked_only_by_the_full_dissector() {
+        // IHL 4: __skb_flow_dissect refuses it, bond_flow_ip takes it (ports read at 16).
+        let mut p = ip4(A, B, proto::TCP, 0, &TCP);
+        p[0] = 0x44;
+        assert_eq!(dissect(&p, ETH_P_IP, 0, DissectOpts::default()), None);
+        let fk = bond_dissect(&p, ETH_P_IP, 0, true);
+        assert_eq!(fk.map(|k| k.ports), Some(B));
+    }
+
+    #[test]
+    fn fragments_have_no_ports() {
+        for frag in [0x2000, 0x00b9, 0x20b9] {
+            let p = ip4(A, B, proto::TCP, frag, &TCP);
+            let bond = bond_dissect(&p, ETH_P_IP, 0, true);
+            assert_eq!(
+                bond.map(|k| (k.ports, k.ip_proto, k.is_fragment)),
+                Some(([0; 4], None, true))
+            );
+            let full = dissect(&p, ETH_P_IP, 0, DissectOpts::default());
+            assert_eq!(full.map(|k| (k.ports, k.is_fragment)), Some(([0; 4], true)));
+            assert_eq!(full.map(|k| k.first_frag), Some(frag & 0x1fff == 0));
+        }
+        // DF alone is not a fragment.
+        let p = ip4(A, B, proto::TCP, 0x4000, &TCP);
+        assert_eq!(
+            bond_dissect(&p, ETH_P_IP, 0, true).map(|k| k.sport()),
+            Some(40000)
+        );
+    }
+
+    #[test]
+    fn icmp_keys() {
+        let echo = ip4(A, B, proto::ICMP, 0, &[8, 0, 0, 0, 0x12, 0x34, 0, 1]);
+        let want = IcmpKey {
+            kind: 8,
+            code: 0,
+            id: 0x1234,
+        };
+        assert_eq!(
+            bond_dissect(&echo, ETH_P_IP, 0, true).map(|k| k.icmp),
+            Some(want)
+        );
+        assert_eq!(want.word(), 0x1234_0008);
+        let full = dissect(&echo, ETH_P_IP, 0, DissectOpts::default());
+        assert_eq!(full.map(|k| k.icmp), Some(want));
+        // Destination unreachable quoting a UDP header: re-dissected on the inner header.
+        let inner = ip4(A, B, proto::UDP, 0, &[0x9c, 0x40, 0, 53, 0, 8, 0, 0]);
+        let mut body = vec![3, 3, 0, 0, 0, 0, 0, 0];
+        body.extend_from_slice(&inner);
+        let err = ip4(B, A, proto::ICMP, 0, &body);
+        let fk = bond_dissect(&err, ETH_P_IP, 0, true);
+        assert_eq!(fk.map(|k| k.addrs), Some(Addrs::V4 { src: A, dst: B }));
+        assert_eq!(fk.map(|k| (k.sport(), k.dport())), Some((40000, 53)));
+        assert_eq!(fk.map(|k| k.icmp.id), Some(0));
+        // The quoted header cut short: the whole dissection fails.
+        assert_eq!(bond_dissect(&err[..40], ETH_P_IP, 0, true), None);
+        // ICMPv6 echo reply (129) has an id.
+        let v6 = ip6(proto::ICMPV6, &[129, 0, 0, 0, 0, 0, 0, 9]);
+        assert_eq!(
+            bond_dissect(&v6, ETH_P_IPV6, 0, true).map(|k| k.icmp.id),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn full_dissector_walks_encapsulation() {
+        let inner = ip4(A, B, proto::TCP, 0, &TCP);
+        let ipip = ip4([172, 16, 0, 1], [172, 16, 0, 2], proto::IPIP, 0, &inner);
+        let fk = dissect(&ipip, ETH_P_IP, 0, DissectOpts::default());
+        assert_eq!(
+            fk.map(|k| (k.addrs, k.sport(), k.encapsulated)),
+            Some((Addrs::V4 { src: A, dst: B }, 40000, true))
+        );
+        // Stopping before the encapsulation keeps the outer header.
+        let opts = DissectOpts {
+            stop_before_encap: true,
+            ..DissectOpts::default()
+        };
+        let outer = dissect(&ipip, ETH_P_IP, 0, opts);
+        assert_eq!(
+            outer.map(|k| (k.ports, k.encapsulated)),
+            Some(([0; 4], false))
+        );
+        // GRE with checksum, key and sequence number (4 + 4 + 4 + 4 bytes).
+        let mut gre = vec![0xb0, 0x00, 0x08, 0x00, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 7];
+        gre.extend_from_slice(&inner);
+        let p = ip4([172, 16, 0, 1], [172, 16, 0, 2], proto::GRE, 0, &gre);
+        let fk = dissect(&p, ETH_P_IP, 0, DissectOpts::default());
+        assert_eq!(
+            fk.map(|k| (k.addrs, k.dport())),
+            Some((Addrs::V4 { src: A, dst: B }, 80))
+        );
+        // GRE with routing is not looked into.
+        let mut routed = gre.clone();
+        routed[0] |= 0x40;
+        let p = ip4([172, 16, 0, 1], [172, 16, 0, 2], proto::GRE, 0, &routed);
+        let fk = dissect(&p, ETH_P_IP, 0, DissectOpts::default());
+        assert_eq!(
+            fk.map(|k| k.addrs),
+            Some(Addrs::V4 {
+                src: [172, 16, 0, 1],
+                dst: [172, 16, 0, 2]
+            })
+        );
+        // Transparent Ethernet bridging: an inner Ethernet header, then IPv4.
+        let mut teb = vec![0x00, 0x00, 0x65, 0x58];
+        teb.extend_from_slice(&[0; 12]);
+        teb.extend_from_slice(&[0x08, 0x00]);
+        teb.extend_from_slice(&inner);
+        let p = ip4([172, 16, 0, 1], [172, 16, 0, 2], proto::GRE, 0, &teb);
+        let fk = dissect(&p, ETH_P_IP, 0, DissectOpts::default());
+        assert_eq!(fk.map(|k| k.addrs), Some(Addrs::V4 { src: A, dst: B }));
+    }
+
+    #[test]
+    fn full_dissector_ipv6_extension_headers() {
+        // Hop-by-hop (8 bytes), destination options (16 bytes), then TCP.
+        let mut body = vec![proto::DSTOPTS, 0, 0, 0, 0, 0, 0, 0, proto::TCP, 1];
+        body.extend_from_slice(&[0; 14]);
+        body.extend_from_slice(&TCP);
+        let p = ip6(proto::HOPOPTS, &body);
+        let fk = dissect(&p, ETH_P_IPV6, 0, DissectOpts::default());
+        assert_eq!(
+            fk.map(|k| (k.sport(), k.ip_proto)),
+            Some((40000, Some(proto::TCP)))
+        );
+        // bond_flow_ip takes next header 0 as the protocol: no ports.
+        assert_eq!(
+            bond_dissect(&p, ETH_P_IPV6, 0, true).map(|k| k.ports),
+            Some([0; 4])
+        );
+        // Truncated extension header: dissection fails.
+        assert_eq!(
+            dissect(&p[..41], ETH_P_IPV6, 0, DissectOpts::default()),
+            None
+        );
+    }
+
+    #[test]
+    fn header_limit_stops_endless_tags() {
+        // 20 stacked 802.1Q tags then IPv4: the kernel gives up after 15 headers and
+        // reports success with what it has (no addresses).
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x81, 0x00]);
+        for _ in 0..20 {
+            f.extend_from_slice(&[0, 1, 0x81, 0x00]);
+        }
+        let fk = dissect(&f, ETH_P_8021Q, 14, DissectOpts::default());
+        assert_eq!(fk.map(|k| k.addrs), Some(Addrs::None));
+        assert_eq!(fk.and_then(|k| k.vlan).map(|v| v.id), Some(1));
+    }
+
+    #[test]
+    fn pppoe_and_misc_ethertypes() {
+        let inner = ip4(A, B, proto::TCP, 0, &TCP);
+        let mut p = vec![0x11, 0, 0, 1, 0, 0, 0x00, 0x21];
+        p.extend_from_slice(&inner);
+        let fk = dissect(&p, ETH_P_PPP_SES, 0, DissectOpts::default());
+        assert_eq!(fk.map(|k| k.addrs), Some(Addrs::V4 { src: A, dst: B }));
+        // Bad PPPoE version/type: fails.
+        p[0] = 0x12;
+        assert_eq!(dissect(&p, ETH_P_PPP_SES, 0, DissectOpts::default()), None);
+        // MPLS, ARP: accepted, no addresses. Unknown EtherType: fails.
+        for et in [ETH_P_MPLS_UC, ETH_P_ARP, ETH_P_RARP] {
+            assert_eq!(
+                dissect(&[], et, 0, DissectOpts::default()).map(|k| k.addrs),
+                Some(Addrs::None)
+            );
+        }
+        assert_eq!(dissect(&inner, 0x1234, 0, DissectOpts::default()), None);
+        // TIPC: the source node word is the "source address", no destination.
+        let tipc = [0u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4];
+        let fk = dissect(&tipc, ETH_P_TIPC, 0, DissectOpts::default());
+        assert_eq!(
+            fk.map(|k| (k.u32_src(), k.u32_dst())),
+            Some((0x0403_0201, 0))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn no_panic(
+            data in proptest::collection::vec(any::<u8>(), 0..200),
+            l2 in prop_oneof![
+                Just(ETH_P_IP), Just(ETH_P_IPV6), Just(ETH_P_8021Q), Just(ETH_P_8021AD),
+                Just(ETH_P_PPP_SES), Just(ETH_P_TIPC), Just(ETH_P_FCOE), any::<u16>()
+            ],
+            nhoff in 0usize..300,
+            l34 in any::<bool>(),
+            hw in proptest::option::of(any::<u16>()),
+            stop in any::<bool>(),
+        ) {
+            let _ = bond_dissect(&data, l2, nhoff, l34);
+            let opts = DissectOpts { hw_vlan_tci: hw, stop_before_encap: stop };
+            let _ = dissect(&data, l2, nhoff, opts);
+            let _ = dissect(&data, l2, usize::MAX - 3, opts);
+            let _ = peek_ip(&data);
+            let _ = peek_frame(&data);
+        }
+
+        #[test]
+        fn bond_and_full_agree_on_plain_tcp(
+            src in any::<[u8; 4]>(), dst in any::<[u8; 4]>(), ports in any::<[u8; 4]>(),
+        ) {
+            let mut tcp = ports.to_vec();
+            tcp.extend_from_slice(&[0; 16]);
+            let p = ip4(src, dst, proto::TCP, 0, &tcp);
+            let a = bond_dissect(&p, ETH_P_IP, 0, true);
+            let b = dissect(&p, ETH_P_IP, 0, DissectOpts::default());
+            prop_assert_eq!(a.map(|k| (k.addrs, k.ports)), Some((Addrs::V4 { src, dst }, ports)));
+            prop_assert_eq!(b.map(|k| (k.addrs, k.ports)), Some((Addrs::V4 { src, dst }, ports)));
+        }
+    }
+}
