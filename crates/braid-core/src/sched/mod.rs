@@ -90,7 +90,7 @@ pub trait Scheduler: Send + core::fmt::Debug {
 }
 
 /// Which scheduler a bond runs, with its options. Built from the config file.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum SchedulerConfig {
     /// The EQL driver's choice: lowest `2^63 - bps/8 + 8*bytes_queued`, drained each second.
@@ -112,13 +112,8 @@ pub enum SchedulerConfig {
     /// Every packet on every usable path.
     Broadcast,
     /// Earliest expected arrival, from measured delay, rate and queue (the default).
+    #[default]
     Adaptive,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig::Adaptive
-    }
 }
 
 impl SchedulerConfig {
