@@ -110,7 +110,10 @@ pub struct ActiveBackup {
 impl ActiveBackup {
     /// An active-backup scheduler with these options.
     pub fn new(opts: Options) -> Self {
-        Self { opts, ..Self::default() }
+        Self {
+            opts,
+            ..Self::default()
+        }
     }
 
     /// The options it runs with.
@@ -140,7 +143,10 @@ impl ActiveBackup {
     /// primary gets `force_primary`, and a reselection follows.
     fn enslave(&mut self, id: PathId) {
         self.slaves.retain(|s| s.id != id);
-        self.slaves.push(Slave { id, link: LinkState::Down });
+        self.slaves.push(Slave {
+            id,
+            link: LinkState::Down,
+        });
         if self.opts.primary == Some(id) {
             self.force_primary = true;
         }
@@ -158,7 +164,9 @@ impl ActiveBackup {
         let mut ignore_updelay = self.active.is_none();
         self.events.clear();
         for p in paths {
-            let Some(s) = self.slaves.iter_mut().find(|s| s.id == p.id) else { continue };
+            let Some(s) = self.slaves.iter_mut().find(|s| s.id == p.id) else {
+                continue;
+            };
             let mut link = s.link;
             if link == LinkState::Up && !p.usable {
                 link = LinkState::Fail { since: now };
@@ -231,7 +239,10 @@ impl ActiveBackup {
         let mut best: Option<(Duration, PathId)> = None;
         for p in paths.iter().filter(|p| p.usable) {
             if let Some(LinkState::Back { since }) = self.link_state(p.id) {
-                let left = self.opts.updelay.saturating_sub(now.saturating_since(since));
+                let left = self
+                    .opts
+                    .updelay
+                    .saturating_sub(now.saturating_since(since));
                 if best.is_none_or(|(b, _)| left < b) {
                     best = Some((left, p.id));
                 }
@@ -242,7 +253,10 @@ impl ActiveBackup {
 
     /// `bond_choose_primary_or_current` (Linux 6.x, with slave `prio`).
     fn choose_primary_or_current(&mut self, paths: &[PathState]) -> Option<PathId> {
-        let prim = self.opts.primary.filter(|&id| self.is_up(id) && state(paths, id).is_some());
+        let prim = self
+            .opts
+            .primary
+            .filter(|&id| self.is_up(id) && state(paths, id).is_some());
         let curr = self.active;
         let curr_up = curr.is_some_and(|id| self.is_up(id));
         let candidate = match prim {
@@ -266,7 +280,9 @@ impl ActiveBackup {
                 prim
             }
         };
-        let Some(curr) = curr.filter(|_| curr_up) else { return Some(candidate) };
+        let Some(curr) = curr.filter(|_| curr_up) else {
+            return Some(candidate);
+        };
         match self.opts.reselect {
             Reselect::Always => Some(candidate),
             Reselect::Better => {
@@ -377,7 +393,11 @@ mod tests {
     }
 
     fn primary(id: u16, reselect: Reselect) -> Options {
-        Options { primary: Some(PathId(id)), reselect, ..Options::default() }
+        Options {
+            primary: Some(PathId(id)),
+            reselect,
+            ..Options::default()
+        }
     }
 
     #[test]
@@ -416,7 +436,11 @@ mod tests {
         ps[1].usable = false;
         assert_eq!(at(&mut ab, 10, &ps), Some(0));
         ps[1].usable = true;
-        assert_eq!(at(&mut ab, 20, &ps), Some(0), "slower primary not taken back");
+        assert_eq!(
+            at(&mut ab, 20, &ps),
+            Some(0),
+            "slower primary not taken back"
+        );
         // Equal speed is not better either.
         ps[1].rate_bps = 100;
         ps[1].usable = false;
@@ -453,7 +477,11 @@ mod tests {
         let mut ab = setup(primary(0, Reselect::Always), &ps);
         assert_eq!(at(&mut ab, 0, &ps), Some(0));
         ps[0].usable = false;
-        assert_eq!(at(&mut ab, 1, &ps), Some(2), "highest prio, first of equals");
+        assert_eq!(
+            at(&mut ab, 1, &ps),
+            Some(2),
+            "highest prio, first of equals"
+        );
         ps[2].usable = false;
         assert_eq!(at(&mut ab, 2, &ps), Some(3));
         ps[3].usable = false;
@@ -474,12 +502,18 @@ mod tests {
     #[test]
     fn downdelay_keeps_the_failing_path_active() {
         let mut ps = paths(2);
-        let opts = Options { downdelay: Duration::from_millis(200), ..Options::default() };
+        let opts = Options {
+            downdelay: Duration::from_millis(200),
+            ..Options::default()
+        };
         let mut ab = setup(opts, &ps);
         assert_eq!(at(&mut ab, 0, &ps), Some(0));
         ps[0].usable = false;
         assert_eq!(at(&mut ab, 1000, &ps), Some(0));
-        assert_eq!(ab.link_state(PathId(0)), Some(LinkState::Fail { since: ms(1000) }));
+        assert_eq!(
+            ab.link_state(PathId(0)),
+            Some(LinkState::Fail { since: ms(1000) })
+        );
         assert_eq!(ab.poll_timeout(), Some(ms(1200)));
         assert_eq!(at(&mut ab, 1199, &ps), Some(0));
         // Back before the downdelay is over: nothing happened.
@@ -506,7 +540,10 @@ mod tests {
         // No active path at start: updelay is ignored for the first one (ignore_updelay)...
         assert_eq!(at(&mut ab, 0, &ps), Some(0));
         // ...but only for the first: path 1 serves its updelay.
-        assert_eq!(ab.link_state(PathId(1)), Some(LinkState::Back { since: ms(0) }));
+        assert_eq!(
+            ab.link_state(PathId(1)),
+            Some(LinkState::Back { since: ms(0) })
+        );
         assert_eq!(ab.poll_timeout(), Some(ms(500)));
         ab.handle_timeout(ms(500), &ps);
         assert_eq!(ab.link_state(PathId(1)), Some(LinkState::Up));
@@ -515,7 +552,11 @@ mod tests {
         ps[0].usable = true;
         assert_eq!(at(&mut ab, 2000, &ps), Some(1));
         assert_eq!(at(&mut ab, 2499, &ps), Some(1));
-        assert_eq!(at(&mut ab, 2500, &ps), Some(0), "primary back after its updelay");
+        assert_eq!(
+            at(&mut ab, 2500, &ps),
+            Some(0),
+            "primary back after its updelay"
+        );
         // A flap during updelay restarts it.
         ps[0].usable = false;
         at(&mut ab, 3000, &ps);
@@ -532,7 +573,10 @@ mod tests {
     #[test]
     fn back_path_made_active_early_when_nothing_is_up() {
         let mut ps = paths(2);
-        let opts = Options { updelay: Duration::from_millis(500), ..Options::default() };
+        let opts = Options {
+            updelay: Duration::from_millis(500),
+            ..Options::default()
+        };
         let mut ab = setup(opts, &ps);
         ps[1].usable = false;
         assert_eq!(at(&mut ab, 0, &ps), Some(0));

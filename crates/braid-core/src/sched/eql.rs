@@ -51,7 +51,11 @@ pub fn eql_load(priority_bytes_per_s: u64, bytes_queued: u64) -> u64 {
 
 /// `priority_Bps` for a configured `bps` (0 = the EQL default).
 pub fn priority_bytes_per_s(bps: u64) -> u64 {
-    let priority = if bps == 0 { EQL_DEFAULT_SLAVE_PRIORITY } else { bps };
+    let priority = if bps == 0 {
+        EQL_DEFAULT_SLAVE_PRIORITY
+    } else {
+        bps
+    };
     priority / 8
 }
 
@@ -80,7 +84,10 @@ impl Eql {
 
     /// The current queue estimate (`bytes_queued`) of a path, if the scheduler knows it.
     pub fn bytes_queued(&self, id: PathId) -> Option<u64> {
-        self.slaves.iter().find(|s| s.id == id).map(|s| s.bytes_queued)
+        self.slaves
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| s.bytes_queued)
     }
 
     /// The path ids in EQL's list order (the order ties are broken in).
@@ -99,7 +106,11 @@ impl Eql {
         self.slaves.retain(|s| s.id != id);
         self.slaves.insert(
             0,
-            Slave { id, priority_bps8: priority_bytes_per_s(0), bytes_queued: 0 },
+            Slave {
+                id,
+                priority_bps8: priority_bytes_per_s(0),
+                bytes_queued: 0,
+            },
         );
     }
 
@@ -121,7 +132,11 @@ impl Eql {
             let at = newer_known.map_or(0, |pos| pos + 1);
             self.slaves.insert(
                 at,
-                Slave { id: p.id, priority_bps8: priority_bytes_per_s(p.bps), bytes_queued: 0 },
+                Slave {
+                    id: p.id,
+                    priority_bps8: priority_bytes_per_s(p.bps),
+                    bytes_queued: 0,
+                },
             );
         }
     }
@@ -138,14 +153,19 @@ impl Scheduler for Eql {
 
     fn choose(&mut self, now: Instant, packet: &[u8], paths: &[PathState]) -> Choice {
         self.start_timer(now);
-        if paths.iter().any(|p| !self.slaves.iter().any(|s| s.id == p.id)) {
+        if paths
+            .iter()
+            .any(|p| !self.slaves.iter().any(|s| s.id == p.id))
+        {
             self.adopt_unknown(paths);
         }
         // `__eql_schedule_slaves`: one pass, strictly lower load wins.
         let mut best_load = u64::MAX;
         let mut best: Option<usize> = None;
         for (i, slave) in self.slaves.iter_mut().enumerate() {
-            let Some(state) = state_of(paths, slave.id) else { continue };
+            let Some(state) = state_of(paths, slave.id) else {
+                continue;
+            };
             slave.priority_bps8 = priority_bytes_per_s(state.bps);
             if !state.usable {
                 // The kernel kills a down slave; braid skips it and forgets its estimate.
@@ -234,7 +254,11 @@ mod tests {
     /// Enslave `bps` in order (path i gets id i) and return the scheduler.
     fn bond(bps: &[u64]) -> (Eql, Vec<PathState>) {
         let mut e = Eql::new();
-        let paths: Vec<_> = bps.iter().enumerate().map(|(i, &b)| st(i as u16, b)).collect();
+        let paths: Vec<_> = bps
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| st(i as u16, b))
+            .collect();
         for p in &paths {
             e.path_added(Instant::ZERO, p.id);
         }
@@ -243,7 +267,9 @@ mod tests {
 
     fn run(e: &mut Eql, paths: &[PathState], len: usize, n: usize) -> Vec<u16> {
         let pkt = vec![0u8; len];
-        (0..n).map(|_| pick(e.choose(Instant::ZERO, &pkt, paths))).collect()
+        (0..n)
+            .map(|_| pick(e.choose(Instant::ZERO, &pkt, paths)))
+            .collect()
     }
 
     #[test]
@@ -283,7 +309,10 @@ mod tests {
         let (mut e, paths) = bond(&[57_600, 14_400]);
         let seq = run(&mut e, &paths, 296, 1000);
         let a = seq.iter().filter(|&&p| p == 0).count();
-        assert_eq!(a, 501, "4:1 rates give 1:1 packets plus a 675-byte head start");
+        assert_eq!(
+            a, 501,
+            "4:1 rates give 1:1 packets plus a 675-byte head start"
+        );
         let qa = e.bytes_queued(PathId(0)).unwrap_or(0);
         let qb = e.bytes_queued(PathId(1)).unwrap_or(0);
         assert!(qa - qb <= 675 + 296, "lead {}", qa - qb);
@@ -346,7 +375,10 @@ mod tests {
     #[test]
     fn tie_goes_to_most_recently_enslaved() {
         let (mut e, paths) = bond(&[0, 0, 0]);
-        assert_eq!(e.list_order().map(|p| p.0).collect::<Vec<_>>(), vec![2, 1, 0]);
+        assert_eq!(
+            e.list_order().map(|p| p.0).collect::<Vec<_>>(),
+            vec![2, 1, 0]
+        );
         assert_eq!(run(&mut e, &paths, 100, 7), vec![2, 1, 0, 2, 1, 0, 2]);
     }
 
@@ -356,19 +388,31 @@ mod tests {
         let mut e = Eql::new();
         let paths = vec![st(0, 0), st(1, 0), st(2, 0)];
         assert_eq!(pick(e.choose(Instant::ZERO, &[0; 10], &paths)), 2);
-        assert_eq!(e.list_order().map(|p| p.0).collect::<Vec<_>>(), vec![2, 1, 0]);
+        assert_eq!(
+            e.list_order().map(|p| p.0).collect::<Vec<_>>(),
+            vec![2, 1, 0]
+        );
         // Told about 0 and 2 only: 1 sits between them.
         let mut e = Eql::new();
         e.path_added(Instant::ZERO, PathId(0));
         e.path_added(Instant::ZERO, PathId(2));
         e.choose(Instant::ZERO, &[0; 10], &paths);
-        assert_eq!(e.list_order().map(|p| p.0).collect::<Vec<_>>(), vec![2, 1, 0]);
+        assert_eq!(
+            e.list_order().map(|p| p.0).collect::<Vec<_>>(),
+            vec![2, 1, 0]
+        );
         // A path added at run time goes to the head; re-adding moves it there afresh.
         e.path_added(Instant::ZERO, PathId(7));
         e.path_added(Instant::ZERO, PathId(0));
-        assert_eq!(e.list_order().map(|p| p.0).collect::<Vec<_>>(), vec![0, 7, 2, 1]);
+        assert_eq!(
+            e.list_order().map(|p| p.0).collect::<Vec<_>>(),
+            vec![0, 7, 2, 1]
+        );
         e.path_removed(PathId(7));
-        assert_eq!(e.list_order().map(|p| p.0).collect::<Vec<_>>(), vec![0, 2, 1]);
+        assert_eq!(
+            e.list_order().map(|p| p.0).collect::<Vec<_>>(),
+            vec![0, 2, 1]
+        );
     }
 
     #[test]
@@ -450,7 +494,13 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        let bps = prop_oneof![Just(0u64), Just(9600), Just(14_400), Just(57_600), 1u64..200_000];
+        let bps = prop_oneof![
+            Just(0u64),
+            Just(9600),
+            Just(14_400),
+            Just(57_600),
+            1u64..200_000
+        ];
         prop_oneof![
             1 => (0u16..5, bps.clone()).prop_map(|(d, b)| Op::Enslave(d, b)),
             1 => (0u16..5).prop_map(Op::Emancipate),

@@ -54,7 +54,12 @@ impl RoundRobin {
     /// `packets_per_path` as bonding's `packets_per_slave` (0 = random path, 1 = default);
     /// `seed` seeds the random choice.
     pub fn new(packets_per_path: u32, seed: u64) -> Self {
-        Self { packets_per_path, counter: 0, rng: SplitMix64(seed), igmp_active: None }
+        Self {
+            packets_per_path,
+            counter: 0,
+            rng: SplitMix64(seed),
+            igmp_active: None,
+        }
     }
 
     /// The configured `packets_per_path`.
@@ -222,7 +227,9 @@ mod tests {
         // Truncated or IPv6 packets are not IGMP.
         assert_eq!(run(&mut rr, &ps, 1), vec![1]);
         assert!(!is_igmp(&igmp[..19]));
-        assert!(!is_igmp(&[0x60, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+        assert!(!is_igmp(&[
+            0x60, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+        ]));
     }
 
     proptest! {

@@ -77,7 +77,9 @@ impl Scheduler for Weighted {
         for p in paths {
             let i = self.slot(p.id);
             let w = i128::from(effective_weight(p, paths));
-            let Some(c) = self.credits.get_mut(i) else { continue };
+            let Some(c) = self.credits.get_mut(i) else {
+                continue;
+            };
             if w == 0 {
                 c.credit = 0;
                 continue;
@@ -88,7 +90,9 @@ impl Scheduler for Weighted {
                 best = Some((i, c.credit));
             }
         }
-        let Some((i, _)) = best else { return Choice::Drop };
+        let Some((i, _)) = best else {
+            return Choice::Drop;
+        };
         match self.credits.get_mut(i) {
             Some(c) => {
                 c.credit = c.credit.saturating_sub(total.saturating_mul(len));
@@ -166,14 +170,19 @@ mod tests {
         // nginx's documented example: weights 5,1,1 give a a b a c a a.
         let ps = [path(0, 5, 0), path(1, 1, 0), path(2, 1, 0)];
         let mut w = Weighted::new();
-        let seq: Vec<usize> =
-            (0..7).map(|_| pick(w.choose(Instant::ZERO, &[0; 100], &ps))).collect();
+        let seq: Vec<usize> = (0..7)
+            .map(|_| pick(w.choose(Instant::ZERO, &[0; 100], &ps)))
+            .collect();
         assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
     }
 
     #[test]
     fn byte_shares_match_weights_over_10k_mixed_packets() {
-        let ps = [path(0, 10_000_000, 0), path(1, 20_000_000, 0), path(2, 40_000_000, 0)];
+        let ps = [
+            path(0, 10_000_000, 0),
+            path(1, 20_000_000, 0),
+            path(2, 40_000_000, 0),
+        ];
         let shares = byte_shares(&ps, &sizes(7, 10_000));
         for (s, want) in shares.iter().zip([1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0]) {
             assert!((s - want).abs() < 0.01 * want, "{shares:?}");
@@ -189,7 +198,10 @@ mod tests {
         // Nothing known: equal.
         let ps = [path(0, 0, 0), path(1, 0, 0), path(2, 0, 0)];
         let shares = byte_shares(&ps, &sizes(5, 9_000));
-        assert!(shares.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.0033), "{shares:?}");
+        assert!(
+            shares.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.0033),
+            "{shares:?}"
+        );
         // One unknown among known: it gets the smallest known weight, not nothing.
         let ps = [path(0, 30, 0), path(1, 10, 0), path(2, 0, 0)];
         let shares = byte_shares(&ps, &sizes(9, 10_000));
