@@ -100,7 +100,7 @@ pub enum SchedulerConfig {
         /// Packets sent on one path before moving on (0 = random path, as bonding).
         packets_per_path: u32,
     },
-    /// Smooth weighted round robin by speed (configured `bps`, else measured).
+    /// Smooth weighted round robin by bytes, weighted by speed (measured, else configured `bps`).
     Weighted,
     /// bonding's active-backup.
     ActiveBackup(active_backup::Options),
