@@ -16,7 +16,6 @@ impl Scheduler for Xor {
     fn name(&self) -> &'static str {
         "xor"
     }
-<<<<<<< HEAD
 
     fn choose(&mut self, _now: Instant, packet: &[u8], paths: &[PathState]) -> Choice {
         let count = paths.iter().filter(|p| p.usable).count();
@@ -29,12 +28,6 @@ impl Scheduler for Xor {
             .iter()
             .filter(|p| p.usable)
             .nth(index)
-=======
-    fn choose(&mut self, _now: Instant, _packet: &[u8], paths: &[PathState]) -> Choice {
-        paths
-            .iter()
-            .find(|p| p.usable)
->>>>>>> h/sched
             .map_or(Choice::Drop, |p| Choice::One(p.id))
     }
 }
