@@ -123,8 +123,8 @@ impl Deadline {
         }
         let spread_us = if lo == i64::MAX { 0.0 } else { (hi - lo as f64).max(0.0) };
         // A quarter on top of the spread for what the averages smooth away.
-        let us = spread_us * 1.25 + self.bonus_at(now);
-        Duration::from_micros(us as u64).clamp(FLOOR, self.max.max(FLOOR))
+        let us = (spread_us * 1.25).max(FLOOR.as_micros() as f64) + self.bonus_at(now);
+        Duration::from_micros(us as u64).min(self.max.max(FLOOR))
     }
 }
 
@@ -173,7 +173,7 @@ mod tests {
         let widened = d.current(ms(0), none.iter());
         assert!(widened > before, "{widened:?} > {before:?}");
         let later = d.current(ms(20_000), none.iter());
-        assert_eq!(later, FLOOR);
+        assert!(later < FLOOR + Duration::from_micros(5), "{later:?}");
     }
 
     #[test]
