@@ -310,18 +310,10 @@ fn ms(v: &Option<S<i64>>, key: &str, lo: i64, hi: i64, default: i64) -> VResult<
     ))
 }
 
-/// Parse a `hash = ...` name.
+/// Parse a `hash = ...` name (the core's names: layer2, layer2+3, layer3+4, encap2+3,
+/// encap3+4, vlan+srcmac, gabler).
 pub fn parse_hash(s: &str) -> Option<HashPolicy> {
-    Some(match s {
-        "layer2" => HashPolicy::Layer2,
-        "layer2+3" => HashPolicy::Layer23,
-        "layer3+4" => HashPolicy::Layer34,
-        "encap2+3" => HashPolicy::Encap23,
-        "encap3+4" => HashPolicy::Encap34,
-        "vlan+srcmac" => HashPolicy::VlanSrcMac,
-        "gabler" => HashPolicy::Gabler,
-        _ => return None,
-    })
+    braid_core::hash::parse_policy(s)
 }
 
 /// The scheduler names accepted by `scheduler = ...`.
