@@ -15,6 +15,7 @@
 //! | [`reorder`] | receive-side reorder buffer and duplicate suppression |
 //! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
 //! | [`bond`] | the state machine tying them together |
+//! | [`sim`] | a deterministic two-bond simulator over emulated paths |
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ pub mod hash;
 pub mod path;
 pub mod reorder;
 pub mod sched;
+pub mod sim;
 pub mod time;
 pub mod wire;
 

@@ -1,0 +1,187 @@
+//! How long the receiver waits for a gap: from the spread of one-way delays.
+//!
+//! Every data datagram carries the sender's clock (µs, low 32 bits). `arrival - sent` is
+//! the one-way delay plus an unknown clock offset; the offset is the same for every path
+//! from one peer, so differences between paths are true delay differences. A packet sent
+//! on the slowest path can arrive at most `max(avg + 4·dev) - min(base)` after a later
+//! one on the fastest: that spread, plus a margin, is the reorder deadline.
+//!
+//! The deadline also learns from its mistakes: a packet that arrives after its gap was
+//! given up ("late") widens it, and the widening decays again over a few seconds.
+
+use core::time::Duration;
+
+use crate::Instant;
+
+/// Paths whose last data is older than this do not count towards the spread.
+const ACTIVE_WINDOW: Duration = Duration::from_secs(1);
+/// The base (minimum) delay is tracked over two windows of this length.
+const BASE_WINDOW: Duration = Duration::from_secs(10);
+/// Smallest deadline: scheduling and batching noise.
+const FLOOR: Duration = Duration::from_millis(2);
+/// Half-life of the widening learned from late packets.
+const LATE_DECAY: Duration = Duration::from_secs(2);
+
+/// One path's one-way delay, relative to the bond's reference.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OwdTrack {
+    /// Smoothed relative delay, µs.
+    avg: f64,
+    /// Smoothed mean deviation, µs.
+    dev: f64,
+    /// Minimum in the current and the previous window, µs.
+    min_cur: i64,
+    min_prev: i64,
+    window_start: Instant,
+    last: Option<Instant>,
+}
+
+impl OwdTrack {
+    fn sample(&mut self, now: Instant, rel: i64) {
+        let x = rel as f64;
+        match self.last {
+            None => {
+                self.avg = x;
+                self.dev = 0.0;
+                self.min_cur = rel;
+                self.min_prev = rel;
+                self.window_start = now;
+            }
+            Some(_) => {
+                self.dev += ((x - self.avg).abs() - self.dev) / 4.0;
+                self.avg += (x - self.avg) / 8.0;
+                if now.saturating_since(self.window_start) > BASE_WINDOW {
+                    self.min_prev = self.min_cur;
+                    self.min_cur = rel;
+                    self.window_start = now;
+                }
+                self.min_cur = self.min_cur.min(rel);
+            }
+        }
+        self.last = Some(now);
+    }
+
+    fn base(&self) -> i64 {
+        self.min_cur.min(self.min_prev)
+    }
+
+    fn high(&self) -> f64 {
+        self.avg + 4.0 * self.dev
+    }
+
+    fn active(&self, now: Instant) -> bool {
+        self.last.is_some_and(|t| now.saturating_since(t) <= ACTIVE_WINDOW)
+    }
+}
+
+/// The bond-wide deadline estimator.
+#[derive(Debug)]
+pub(crate) struct Deadline {
+    reference: Option<u32>,
+    max: Duration,
+    late_bonus_us: f64,
+    late_at: Instant,
+}
+
+impl Deadline {
+    pub(crate) fn new(max: Duration) -> Self {
+        Self { reference: None, max, late_bonus_us: 0.0, late_at: Instant::ZERO }
+    }
+
+    /// A data datagram sent at `sent` (peer clock) arrived at `now` on the path `track`.
+    pub(crate) fn sample(&mut self, track: &mut OwdTrack, now: Instant, sent: u32) {
+        let raw = now.wire_micros().wrapping_sub(sent);
+        let reference = *self.reference.get_or_insert(raw);
+        // Wrapping difference to the reference: exact while paths differ by < 35 min.
+        let rel = i64::from(raw.wrapping_sub(reference) as i32);
+        track.sample(now, rel);
+    }
+
+    /// A packet arrived after its gap had been given up on: widen the deadline.
+    pub(crate) fn on_late(&mut self, now: Instant, current: Duration) {
+        let bonus = self.bonus_at(now) + (current.as_micros() as f64 / 2.0).max(1000.0);
+        self.late_bonus_us = bonus.min(self.max.as_micros() as f64);
+        self.late_at = now;
+    }
+
+    fn bonus_at(&self, now: Instant) -> f64 {
+        let age = now.saturating_since(self.late_at).as_secs_f64();
+        self.late_bonus_us * 0.5f64.powf(age / LATE_DECAY.as_secs_f64())
+    }
+
+    /// The deadline for a gap, given every path's delay track.
+    pub(crate) fn current<'a>(
+        &self,
+        now: Instant,
+        tracks: impl Iterator<Item = &'a OwdTrack>,
+    ) -> Duration {
+        let mut lo = i64::MAX;
+        let mut hi = f64::MIN;
+        for t in tracks.filter(|t| t.active(now)) {
+            lo = lo.min(t.base());
+            hi = hi.max(t.high());
+        }
+        let spread_us = if lo == i64::MAX { 0.0 } else { (hi - lo as f64).max(0.0) };
+        // A quarter on top of the spread for what the averages smooth away.
+        let us = spread_us * 1.25 + self.bonus_at(now);
+        Duration::from_micros(us as u64).clamp(FLOOR, self.max.max(FLOOR))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Instant {
+        Instant::from_millis(v)
+    }
+
+    #[test]
+    fn spread_of_two_paths_sets_the_deadline() {
+        let mut d = Deadline::new(Duration::from_millis(500));
+        let (mut fast, mut slow) = (OwdTrack::default(), OwdTrack::default());
+        // Peer clock is 1 000 000 µs ahead of ours; fast path 5 ms, slow path 60 ms.
+        for i in 0..200u64 {
+            let now = ms(1000 + i);
+            let sent_fast = (now.as_micros() + 1_000_000 - 5_000) as u32;
+            let sent_slow = (now.as_micros() + 1_000_000 - 60_000) as u32;
+            d.sample(&mut fast, now, sent_fast);
+            d.sample(&mut slow, now, sent_slow);
+        }
+        let dl = d.current(ms(1200), [fast, slow].iter());
+        // 55 ms spread, no jitter, times 1.25.
+        assert_eq!(dl, Duration::from_micros(68_750));
+    }
+
+    #[test]
+    fn idle_paths_do_not_count_and_floor_applies() {
+        let mut d = Deadline::new(Duration::from_millis(500));
+        let (mut a, mut b) = (OwdTrack::default(), OwdTrack::default());
+        d.sample(&mut a, ms(0), 0);
+        d.sample(&mut b, ms(0), 0u32.wrapping_sub(50_000));
+        // Three seconds later only `a` is active.
+        d.sample(&mut a, ms(3000), (3_000_000u32).wrapping_sub(0));
+        assert_eq!(d.current(ms(3000), [a, b].iter()), FLOOR);
+    }
+
+    #[test]
+    fn late_packets_widen_then_decay() {
+        let mut d = Deadline::new(Duration::from_millis(200));
+        let none: [OwdTrack; 0] = [];
+        let before = d.current(ms(0), none.iter());
+        d.on_late(ms(0), before);
+        let widened = d.current(ms(0), none.iter());
+        assert!(widened > before, "{widened:?} > {before:?}");
+        let later = d.current(ms(20_000), none.iter());
+        assert_eq!(later, FLOOR);
+    }
+
+    #[test]
+    fn clamped_to_max() {
+        let mut d = Deadline::new(Duration::from_millis(50));
+        let (mut a, mut b) = (OwdTrack::default(), OwdTrack::default());
+        d.sample(&mut a, ms(0), 0);
+        d.sample(&mut b, ms(0), 0u32.wrapping_sub(400_000));
+        assert_eq!(d.current(ms(0), [a, b].iter()), Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,202 @@
+//! One path as the bond sees it: its queue, its health and congestion state, what it
+//! owes the peer (probe answers, acks) and its counters.
+
+use std::collections::VecDeque;
+
+use core::time::Duration;
+
+use super::deadline::OwdTrack;
+use super::status::PathStatus;
+use super::PathConfig;
+use crate::cc::PathCc;
+use crate::path::{HealthConfig, LinkState, PathHealth};
+use crate::sched::PathState;
+use crate::wire::Ack;
+use crate::{Instant, PathId};
+
+/// Acknowledge after this many data datagrams...
+pub(crate) const ACK_EVERY: u32 = 8;
+/// ...or this long after the first unacknowledged one.
+pub(crate) const ACK_DELAY: Duration = Duration::from_millis(2);
+
+/// A packet waiting in braid for its path.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) seq: u64,
+    pub(crate) enqueued: Instant,
+}
+
+/// What the receiving side of a path owes the peer.
+#[derive(Debug, Default)]
+pub(crate) struct RxState {
+    pub(crate) bytes: u64,
+    pub(crate) packets: u64,
+    pub(crate) highest_path_seq: Option<u32>,
+    pub(crate) highest_timestamp: u32,
+    pub(crate) highest_at: Instant,
+    pub(crate) unacked: u32,
+    pub(crate) first_unacked: Option<Instant>,
+}
+
+impl RxState {
+    pub(crate) fn on_data(&mut self, now: Instant, path_seq: u32, timestamp: u32, len: usize) {
+        self.bytes += len as u64;
+        self.packets += 1;
+        let newer = self
+            .highest_path_seq
+            .is_none_or(|h| (path_seq.wrapping_sub(h) as i32) > 0);
+        if newer {
+            self.highest_path_seq = Some(path_seq);
+            self.highest_timestamp = timestamp;
+            self.highest_at = now;
+        }
+        self.unacked += 1;
+        self.first_unacked.get_or_insert(now);
+    }
+
+    pub(crate) fn ack_due(&self) -> Option<Instant> {
+        let first = self.first_unacked?;
+        if self.unacked >= ACK_EVERY {
+            Some(first)
+        } else {
+            Some(first + ACK_DELAY)
+        }
+    }
+
+    pub(crate) fn take_ack(&mut self, now: Instant) -> Option<Ack> {
+        let highest = self.highest_path_seq?;
+        self.unacked = 0;
+        self.first_unacked = None;
+        Some(Ack {
+            highest_path_seq: highest,
+            rx_bytes: self.bytes,
+            rx_packets: self.packets,
+            echo_timestamp: self.highest_timestamp,
+            hold: now.saturating_since(self.highest_at),
+        })
+    }
+}
+
+/// A path of the bond.
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub(crate) id: PathId,
+    pub(crate) cfg: PathConfig,
+    pub(crate) health: PathHealth,
+    pub(crate) cc: PathCc,
+    pub(crate) queue: VecDeque<Queued>,
+    pub(crate) queued_bytes: u64,
+    pub(crate) next_path_seq: u32,
+    /// A probe to send: its number.
+    pub(crate) probe_out: Option<u32>,
+    /// A probe to answer: (number, its timestamp, when it arrived).
+    pub(crate) probe_ack_out: Option<(u32, u32, Instant)>,
+    pub(crate) rx: RxState,
+    pub(crate) owd: OwdTrack,
+    pub(crate) tx_packets: u64,
+    pub(crate) tx_bytes: u64,
+    pub(crate) downs: u64,
+}
+
+impl Link {
+    pub(crate) fn new(id: PathId, cfg: PathConfig, health: HealthConfig, now: Instant) -> Self {
+        let mut cc_cfg = cfg.cc;
+        if cfg.bps > 0 {
+            cc_cfg.initial_rate_bps = cfg.bps;
+        }
+        Self {
+            id,
+            health: PathHealth::new(health, now),
+            cc: PathCc::new(cc_cfg, now),
+            cfg,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            next_path_seq: 0,
+            probe_out: None,
+            probe_ack_out: None,
+            rx: RxState::default(),
+            owd: OwdTrack::default(),
+            tx_packets: 0,
+            tx_bytes: 0,
+            downs: 0,
+        }
+    }
+
+    pub(crate) fn is_up(&self) -> bool {
+        self.health.state() == LinkState::Up
+    }
+
+    pub(crate) fn push(&mut self, q: Queued) {
+        self.queued_bytes += q.buf.len() as u64;
+        self.queue.push_back(q);
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Queued> {
+        let q = self.queue.pop_front()?;
+        self.queued_bytes -= q.buf.len() as u64;
+        Some(q)
+    }
+
+    /// Empty the queue, returning what it held.
+    pub(crate) fn take_queue(&mut self) -> VecDeque<Queued> {
+        self.queued_bytes = 0;
+        core::mem::take(&mut self.queue)
+    }
+
+    /// Smoothed RTT: from data acks when there are some, else from probes.
+    pub(crate) fn srtt(&self) -> Option<Duration> {
+        self.cc.srtt().or_else(|| self.health.srtt())
+    }
+
+    pub(crate) fn state(&self) -> PathState {
+        PathState {
+            id: self.id,
+            usable: self.is_up(),
+            bps: self.cfg.bps,
+            rate_bps: self.cc.capacity_bps(),
+            queued_bytes: self.queued_bytes,
+            inflight_bytes: self.cc.inflight_bytes(),
+            one_way_delay: self.srtt().map_or(Duration::ZERO, |d| d / 2),
+            prio: self.cfg.prio,
+        }
+    }
+
+    /// When this path next has something to send, given the current time.
+    pub(crate) fn next_transmit(&self, now: Instant) -> Option<Instant> {
+        if self.probe_out.is_some() || self.probe_ack_out.is_some() {
+            return Some(now);
+        }
+        let mut t = self.rx.ack_due();
+        if self.is_up() {
+            if let Some(head) = self.queue.front() {
+                let data = self.cc.next_send_time(now, head.buf.len() + crate::wire::DATA_HEADER_LEN);
+                t = match (t, data) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        t
+    }
+
+    pub(crate) fn status(&self) -> PathStatus {
+        PathStatus {
+            id: self.id.0,
+            name: self.cfg.name.clone(),
+            state: if self.is_up() { "up" } else { "down" },
+            bps: self.cfg.bps,
+            capacity_bps: self.cc.capacity_bps(),
+            pacing_bps: self.cc.pacing_rate_bps(),
+            srtt_us: self.srtt().map_or(0, |d| d.as_micros() as u64),
+            loss: self.cc.loss_ratio().max(self.health.probe_loss()),
+            queued_bytes: self.queued_bytes,
+            inflight_bytes: self.cc.inflight_bytes(),
+            tx_packets: self.tx_packets,
+            tx_bytes: self.tx_bytes,
+            rx_packets: self.rx.packets,
+            rx_bytes: self.rx.bytes,
+            downs: self.downs,
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! The bond: the one API every driver uses.
+//!
+//! ```text
+//!  TUN ──handle_tun_packet──▶ scheduler ──▶ per-path queues ──poll_transmit──▶ paths
+//!  TUN ◀──poll_deliver─────── reorder buffer ◀──handle_datagram────────────── paths
+//! ```
+//!
+//! A packet read from the TUN gets the next bond sequence number and goes into the queue
+//! of the path the scheduler chose. Each path drains its queue at the pace its congestion
+//! controller allows, so packets wait here, where a path that goes down can hand its
+//! queue to the others, and not in a queue inside the network. The receiver acknowledges
+//! each path (capacity and RTT), answers probes (liveness) and puts packets back in
+//! sequence order, waiting for a gap at most the deadline learnt from the paths' delay
+//! spread.
+//!
+//! Nothing here reads a clock or touches a socket: the driver passes `now` in, sends what
+//! [`Bond::poll_transmit`] returns and writes what [`Bond::poll_deliver`] returns.
+
+mod deadline;
+mod link;
+mod status;
+
+use std::collections::VecDeque;
+
+use core::time::Duration;
+
+use self::deadline::Deadline;
+use self::link::{Link, Queued};
+pub use self::status::{BondCounters, BondStatus, Event, PathStatus};
+use crate::cc::CcConfig;
+use crate::path::{HealthConfig, LinkState, Transition};
+use crate::reorder::{Inserted, ReorderBuffer};
+use crate::sched::{Choice, PathState, Scheduler, SchedulerConfig};
+use crate::wire::{self, Header, Message, DATA_HEADER_LEN};
+use crate::{Instant, PathId};
+
+/// Most paths one bond carries.
+pub const MAX_PATHS: usize = 64;
+/// Most packets queued in braid for one path, whatever their age.
+const MAX_QUEUE_PACKETS: usize = 8192;
+/// Packet buffers kept for reuse.
+const POOL_MAX: usize = 16384;
+
+/// Bond-wide settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BondConfig {
+    /// Transmit policy.
+    pub scheduler: SchedulerConfig,
+    /// Probing and liveness.
+    pub health: HealthConfig,
+    /// Longest a gap in the sequence is waited for at the receiver (default 200 ms).
+    pub reorder_max: Duration,
+    /// Packets the reorder buffer holds (default 4096).
+    pub reorder_capacity: usize,
+    /// Longest a packet may wait in braid's queue for its path before it is dropped
+    /// (default 100 ms).
+    pub queue_max_delay: Duration,
+    /// Largest IP packet carried (the TUN MTU).
+    pub mtu: usize,
+    /// Seed for randomised policies.
+    pub seed: u64,
+}
+
+impl Default for BondConfig {
+    fn default() -> Self {
+        Self {
+            scheduler: SchedulerConfig::default(),
+            health: HealthConfig::default(),
+            reorder_max: Duration::from_millis(200),
+            reorder_capacity: 4096,
+            queue_max_delay: Duration::from_millis(100),
+            mtu: 1400,
+            seed: 0,
+        }
+    }
+}
+
+/// One path's settings.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PathConfig {
+    /// Name, unique in the bond (the same on both ends).
+    pub name: String,
+    /// Configured speed, bit/s (0 = measure).
+    pub bps: u64,
+    /// Active-backup priority.
+    pub prio: i32,
+    /// Congestion control.
+    pub cc: CcConfig,
+}
+
+/// Why a bond operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BondError {
+    /// A path of that name exists.
+    DuplicatePath(String),
+    /// No such path.
+    NoSuchPath,
+    /// The bond has the maximum number of paths.
+    TooManyPaths,
+}
+
+impl core::fmt::Display for BondError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BondError::DuplicatePath(n) => write!(f, "a path named {n:?} already exists"),
+            BondError::NoSuchPath => write!(f, "no such path"),
+            BondError::TooManyPaths => write!(f, "the bond already has {MAX_PATHS} paths"),
+        }
+    }
+}
+
+impl std::error::Error for BondError {}
+
+/// A datagram to send: `len` bytes of the caller's buffer, on `path`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// The path to send on.
+    pub path: PathId,
+    /// Bytes of the buffer to send.
+    pub len: usize,
+}
+
+/// The bond state machine.
+#[derive(Debug)]
+pub struct Bond {
+    cfg: BondConfig,
+    scheduler: Box<dyn Scheduler>,
+    links: Vec<Link>,
+    next_path_id: u16,
+    next_seq: u64,
+    /// Where the next `poll_transmit` starts looking, so no path is favoured.
+    cursor: usize,
+    /// The latest `now` the bond was given (for `poll_timeout`, which takes none).
+    now: Instant,
+    reorder: ReorderBuffer,
+    deadline: Deadline,
+    pool: Vec<Vec<u8>>,
+    states: Vec<PathState>,
+    events: VecDeque<Event>,
+    counters: BondCounters,
+}
+
+impl Bond {
+    /// A bond with no paths.
+    pub fn new(cfg: BondConfig, now: Instant) -> Self {
+        Self {
+            scheduler: cfg.scheduler.build(cfg.seed),
+            links: Vec::new(),
+            next_path_id: 0,
+            next_seq: 0,
+            cursor: 0,
+            now,
+            reorder: ReorderBuffer::new(cfg.reorder_capacity),
+            deadline: Deadline::new(cfg.reorder_max),
+            pool: Vec::new(),
+            states: Vec::new(),
+            events: VecDeque::new(),
+            counters: BondCounters::default(),
+            cfg,
+        }
+    }
+
+    /// Add (enslave) a path. It starts down and comes up when the peer answers probes.
+    pub fn add_path(&mut self, now: Instant, cfg: PathConfig) -> Result<PathId, BondError> {
+        if self.links.iter().any(|l| l.cfg.name == cfg.name) {
+            return Err(BondError::DuplicatePath(cfg.name));
+        }
+        if self.links.len() >= MAX_PATHS || self.next_path_id == u16::MAX {
+            return Err(BondError::TooManyPaths);
+        }
+        let id = PathId(self.next_path_id);
+        self.next_path_id += 1;
+        self.links.push(Link::new(id, cfg, self.cfg.health, now));
+        self.scheduler.path_added(now, id);
+        Ok(id)
+    }
+
+    /// Remove (emancipate) a path; its queued packets are rescheduled on the others.
+    pub fn remove_path(&mut self, now: Instant, id: PathId) -> Result<(), BondError> {
+        let i = self.index(id).ok_or(BondError::NoSuchPath)?;
+        let mut link = self.links.remove(i);
+        self.scheduler.path_removed(id);
+        self.cursor = 0;
+        let packets = link.take_queue();
+        self.reschedule(now, id, packets);
+        Ok(())
+    }
+
+    /// Look a path up by name.
+    pub fn path_by_name(&self, name: &str) -> Option<PathId> {
+        self.links.iter().find(|l| l.cfg.name == name).map(|l| l.id)
+    }
+
+    /// Change a path's configured speed (EQL's priority, weighted's weight).
+    pub fn set_path_bps(&mut self, id: PathId, bps: u64) -> Result<(), BondError> {
+        let i = self.index(id).ok_or(BondError::NoSuchPath)?;
+        self.links[i].cfg.bps = bps;
+        Ok(())
+    }
+
+    /// A packet read from the TUN: number it and queue it on the path(s) the scheduler
+    /// chooses.
+    pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
+        self.now = now;
+        self.counters.tun_rx += 1;
+        if packet.len() > self.cfg.mtu || packet.is_empty() {
+            self.counters.drop_too_big += 1;
+            return;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.refresh_states();
+        let choice = self.scheduler.choose(now, packet, &self.states);
+        let buf = self.copy_into_buffer(packet);
+        self.enqueue(now, choice, seq, buf);
+    }
+
+    fn copy_into_buffer(&mut self, packet: &[u8]) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.clear();
+        b.extend_from_slice(packet);
+        b
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            self.pool.push(buf);
+        }
+    }
+
+    /// Queue the packet in `buf` as the scheduler chose: the last target gets `buf`
+    /// itself, any others (broadcast) a copy. False if no live path took it.
+    fn enqueue(&mut self, now: Instant, choice: Choice, seq: u64, buf: Vec<u8>) -> bool {
+        let wanted = |l: &Link| {
+            l.is_up()
+                && match choice {
+                    Choice::One(id) => l.id == id,
+                    Choice::All => true,
+                    Choice::Drop => false,
+                }
+        };
+        let mut left = self.links.iter().filter(|l| wanted(l)).count();
+        if left == 0 {
+            self.counters.drop_no_path += 1;
+            self.recycle(buf);
+            return false;
+        }
+        let mut buf = Some(buf);
+        for i in 0..self.links.len() {
+            if !wanted(&self.links[i]) {
+                continue;
+            }
+            left -= 1;
+            let b = match (left, buf.take()) {
+                (0, Some(b)) => b,
+                (_, Some(b)) => {
+                    let copy = self.copy_into_buffer(&b);
+                    buf = Some(b);
+                    copy
+                }
+                (_, None) => break,
+            };
+            if self.links[i].queue.len() >= MAX_QUEUE_PACKETS {
+                self.counters.drop_queue += 1;
+                self.recycle(b);
+            } else {
+                self.links[i].push(Queued { buf: b, seq, enqueued: now });
+            }
+        }
+        true
+    }
+
+    /// Hand packets that were queued on path `from` to the live paths, keeping their
+    /// sequence numbers so the receiver still puts them in order.
+    fn reschedule(&mut self, now: Instant, from: PathId, packets: VecDeque<Queued>) {
+        for q in packets {
+            self.refresh_states();
+            let choice = match self.scheduler.choose(now, &q.buf, &self.states) {
+                Choice::One(id) if id == from => Choice::Drop,
+                other => other,
+            };
+            if self.enqueue(now, choice, q.seq, q.buf) {
+                self.counters.rescheduled += 1;
+            }
+        }
+    }
+
+    fn refresh_states(&mut self) {
+        self.states.clear();
+        self.states.extend(self.links.iter().map(Link::state));
+    }
+
+    fn index(&self, id: PathId) -> Option<usize> {
+        self.links.iter().position(|l| l.id == id)
+    }
+
+    /// A datagram received on a path.
+    pub fn handle_datagram(&mut self, now: Instant, path: PathId, bytes: &[u8]) {
+        self.now = now;
+        let Some(i) = self.index(path) else {
+            self.counters.unknown_path += 1;
+            return;
+        };
+        let Ok((header, msg)) = wire::parse(bytes) else {
+            self.counters.bad_datagram += 1;
+            return;
+        };
+        let t = self.links[i].health.on_peer_alive(now);
+        self.apply(now, i, t);
+        match msg {
+            Message::Data { seq, path_seq, payload } => {
+                let link = &mut self.links[i];
+                link.rx.on_data(now, path_seq, header.timestamp, bytes.len());
+                self.deadline.sample(&mut link.owd, now, header.timestamp);
+                let deadline = self.current_deadline(now);
+                if self.reorder.insert(now, seq, deadline, payload) == Inserted::Late {
+                    self.deadline.on_late(now, deadline);
+                }
+            }
+            Message::Probe { probe_seq } => {
+                self.links[i].probe_ack_out = Some((probe_seq, header.timestamp, now));
+            }
+            Message::ProbeAck { probe_seq, hold, .. } => {
+                let t = self.links[i].health.on_probe_ack(now, probe_seq, hold);
+                self.apply(now, i, t);
+            }
+            Message::Ack(ack) => self.links[i].cc.on_ack(now, &ack),
+        }
+    }
+
+    /// A path's socket failed (interface gone, unreachable): the path is down until it
+    /// answers probes again.
+    pub fn handle_path_error(&mut self, now: Instant, path: PathId) {
+        self.now = now;
+        if let Some(i) = self.index(path) {
+            let t = self.links[i].health.on_io_error(now);
+            self.apply(now, i, t);
+        }
+    }
+
+    /// Act on a liveness change of link `i`.
+    fn apply(&mut self, now: Instant, i: usize, t: Option<Transition>) {
+        match t {
+            None => {}
+            Some(Transition::Up) => {
+                let link = &mut self.links[i];
+                link.cc.reset(now);
+                self.events.push_back(Event::PathUp(link.id));
+            }
+            Some(Transition::Down) => {
+                let link = &mut self.links[i];
+                link.downs += 1;
+                link.cc.reset(now);
+                let (id, packets) = (link.id, link.take_queue());
+                self.events.push_back(Event::PathDown(id));
+                self.reschedule(now, id, packets);
+            }
+        }
+    }
+
+    /// The next datagram to send, written into `buf`: probe answers, acks and probes
+    /// first, then data as each path's pacing allows. `buf` must hold `mtu +
+    /// DATA_HEADER_LEN` bytes; a smaller one gets only control messages.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.now = now;
+        let n = self.links.len();
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            if let Some(len) = self.control_transmit(now, i, buf) {
+                return Some(Transmit { path: self.links[i].id, len });
+            }
+        }
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            if let Some(len) = self.data_transmit(now, i, buf) {
+                self.cursor = (i + 1) % n;
+                return Some(Transmit { path: self.links[i].id, len });
+            }
+        }
+        None
+    }
+
+    fn control_transmit(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
+        let link = &mut self.links[i];
+        let header = Header { path: link.id.0, timestamp: now.wire_micros() };
+        let msg = if let Some((probe_seq, echo_timestamp, at)) = link.probe_ack_out.take() {
+            Message::ProbeAck { probe_seq, echo_timestamp, hold: now.saturating_since(at) }
+        } else if link.rx.ack_due().is_some_and(|t| t <= now) {
+            Message::Ack(link.rx.take_ack(now)?)
+        } else if let Some(probe_seq) = link.probe_out.take() {
+            Message::Probe { probe_seq }
+        } else {
+            return None;
+        };
+        wire::emit(&header, &msg, buf).ok()
+    }
+
+    fn data_transmit(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
+        let max_delay = self.cfg.queue_max_delay;
+        loop {
+            let link = &mut self.links[i];
+            if !link.is_up() {
+                return None;
+            }
+            let head = link.queue.front()?;
+            let len = head.buf.len() + DATA_HEADER_LEN;
+            if buf.len() < len {
+                return None;
+            }
+            if now.saturating_since(head.enqueued) > max_delay {
+                let q = link.pop()?;
+                self.counters.drop_queue += 1;
+                self.recycle(q.buf);
+                continue;
+            }
+            if link.cc.next_send_time(now, len)? > now {
+                return None;
+            }
+            let q = link.pop()?;
+            let header = Header { path: link.id.0, timestamp: now.wire_micros() };
+            let path_seq = link.next_path_seq;
+            wire::emit_data_header(&header, q.seq, path_seq, buf).ok()?;
+            buf[DATA_HEADER_LEN..len].copy_from_slice(&q.buf);
+            link.next_path_seq = path_seq.wrapping_add(1);
+            link.tx_packets += 1;
+            link.tx_bytes += len as u64;
+            let app_limited = link.queue.is_empty();
+            link.cc.on_send(now, path_seq, len, app_limited);
+            self.recycle(q.buf);
+            return Some(len);
+        }
+    }
+
+    /// The next in-order packet for the TUN, written into `buf`.
+    pub fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.now = now;
+        let n = self.reorder.poll(now, buf)?;
+        self.counters.tun_tx += 1;
+        Some(n)
+    }
+
+    /// Returns the next time at which `handle_timeout` (or `poll_transmit` /
+    /// `poll_deliver`) has work. "Now" means: call them now.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let now = self.now;
+        let mut next = self.scheduler.poll_timeout();
+        let mut merge = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        };
+        merge(self.reorder.poll_timeout());
+        for link in &self.links {
+            merge(Some(link.health.poll_timeout()));
+            merge(link.next_transmit(now));
+        }
+        next
+    }
+
+    /// Timers: probes due, missed probes, the scheduler's periodic work.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        for i in 0..self.links.len() {
+            let t = self.links[i].health.handle_timeout(now);
+            self.apply(now, i, t);
+            if let Some(seq) = self.links[i].health.poll_probe(now) {
+                self.links[i].probe_out = Some(seq);
+            }
+        }
+        if self.scheduler.poll_timeout().is_some_and(|t| t <= now) {
+            self.refresh_states();
+            self.scheduler.handle_timeout(now, &self.states);
+        }
+    }
+
+    /// Path up/down and other news.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn current_deadline(&self, now: Instant) -> Duration {
+        self.deadline.current(now, self.links.iter().map(|l| &l.owd))
+    }
+
+    /// Figures for `braid status`.
+    pub fn status(&self) -> BondStatus {
+        BondStatus {
+            scheduler: self.scheduler.name(),
+            paths: self.links.iter().map(Link::status).collect(),
+            counters: self.counters,
+            reorder: self.reorder.stats(),
+            reorder_deadline_us: self.current_deadline(self.now).as_micros() as u64,
+        }
+    }
+
+    /// Link state of a path.
+    pub fn path_state(&self, id: PathId) -> Option<LinkState> {
+        self.index(id).map(|i| self.links[i].health.state())
+    }
+
+    /// The bond's settings.
+    pub fn config(&self) -> &BondConfig {
+        &self.cfg
+    }
+}
+
+#[cfg(test)]
+mod tests;

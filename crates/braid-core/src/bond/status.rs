@@ -1,0 +1,87 @@
+//! What the bond reports about itself: per-path figures, counters, events.
+
+use crate::reorder::ReorderStats;
+use crate::PathId;
+
+/// Something the driver may want to know or log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A path came up.
+    PathUp(PathId),
+    /// A path went down.
+    PathDown(PathId),
+}
+
+/// A path's figures, for `braid status`.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct PathStatus {
+    /// Path id.
+    pub id: u16,
+    /// Name.
+    pub name: String,
+    /// "up" or "down".
+    pub state: &'static str,
+    /// Configured bit/s.
+    pub bps: u64,
+    /// Estimated capacity, bit/s.
+    pub capacity_bps: u64,
+    /// Pacing rate, bit/s.
+    pub pacing_bps: u64,
+    /// Smoothed RTT, µs (0 = unknown).
+    pub srtt_us: u64,
+    /// Loss ratio 0-1.
+    pub loss: f64,
+    /// Bytes queued in braid for this path.
+    pub queued_bytes: u64,
+    /// Bytes in flight.
+    pub inflight_bytes: u64,
+    /// Data datagrams sent.
+    pub tx_packets: u64,
+    /// Data bytes sent.
+    pub tx_bytes: u64,
+    /// Data datagrams received.
+    pub rx_packets: u64,
+    /// Data bytes received.
+    pub rx_bytes: u64,
+    /// Times the path went down.
+    pub downs: u64,
+}
+
+/// Bond-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct BondCounters {
+    /// Packets read from the TUN.
+    pub tun_rx: u64,
+    /// Packets delivered to the TUN.
+    pub tun_tx: u64,
+    /// Dropped: no usable path.
+    pub drop_no_path: u64,
+    /// Dropped: waited too long in braid's queue.
+    pub drop_queue: u64,
+    /// Dropped: too large for the MTU.
+    pub drop_too_big: u64,
+    /// Datagrams from a path that failed to parse.
+    pub bad_datagram: u64,
+    /// Datagrams for a path the bond does not know.
+    pub unknown_path: u64,
+    /// Packets moved off a path that went down onto live ones.
+    pub rescheduled: u64,
+}
+
+/// The whole bond's figures.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct BondStatus {
+    /// Scheduler name.
+    pub scheduler: &'static str,
+    /// Paths, in the order added.
+    pub paths: Vec<PathStatus>,
+    /// Bond counters.
+    pub counters: BondCounters,
+    /// Reorder buffer counters.
+    pub reorder: ReorderStats,
+    /// Current reorder deadline, µs.
+    pub reorder_deadline_us: u64,
+}

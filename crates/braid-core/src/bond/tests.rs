@@ -1,0 +1,214 @@
+//! Whole-bond tests in simulated time: two bonds, emulated paths, traffic through.
+
+use core::time::Duration;
+
+use super::*;
+use crate::emu::EmuConfig;
+use crate::sim::{packet_seq, udp_packet, Pair};
+
+const MBIT: u64 = 1_000_000;
+
+fn path(name: &str) -> PathConfig {
+    PathConfig { name: name.into(), ..PathConfig::default() }
+}
+
+fn link(rate_mbit: u64, delay_ms: u64, seed: u64) -> EmuConfig {
+    EmuConfig {
+        rate_bps: rate_mbit * MBIT,
+        delay: Duration::from_millis(delay_ms),
+        seed,
+        ..EmuConfig::default()
+    }
+}
+
+/// A constant-rate sender into A's TUN: `rate` bit/s of `size`-byte packets, from
+/// `start` to `stop`, numbered from 0. Returns how many it sent.
+struct Source {
+    rate_bps: u64,
+    size: usize,
+    start: Instant,
+    stop: Instant,
+    sent: u64,
+    flows: u16,
+}
+
+impl Source {
+    fn new(rate_mbit: u64, start_ms: u64, stop_ms: u64) -> Self {
+        Self {
+            rate_bps: rate_mbit * MBIT,
+            size: 1200,
+            start: Instant::from_millis(start_ms),
+            stop: Instant::from_millis(stop_ms),
+            sent: 0,
+            flows: 1,
+        }
+    }
+
+    fn feed(&mut self, pair: &mut Pair) {
+        let now = pair.now.min(self.stop);
+        if now < self.start {
+            return;
+        }
+        let due = (now - self.start).as_micros() as u64 * self.rate_bps
+            / (self.size as u64 * 8 * 1_000_000);
+        while self.sent < due {
+            let flow = (self.sent % u64::from(self.flows)) as u16;
+            let p = udp_packet(self.sent, self.size, 40000 + flow, 5001);
+            pair.a.handle_tun_packet(pair.now, &p);
+            self.sent += 1;
+        }
+    }
+}
+
+fn seqs(pair: &Pair) -> Vec<u64> {
+    pair.delivered_b.iter().filter_map(|p| packet_seq(p)).collect()
+}
+
+fn assert_strictly_increasing(s: &[u64]) {
+    for w in s.windows(2) {
+        assert!(w[0] < w[1], "out of order or duplicate: {} then {}", w[0], w[1]);
+    }
+}
+
+fn three_paths(cfg: BondConfig, delays: [u64; 3]) -> Pair {
+    let mut pair = Pair::new(cfg);
+    for (i, (rate, delay)) in [10, 20, 40].into_iter().zip(delays).enumerate() {
+        pair.add_path(path(&format!("p{i}")), link(rate, delay, i as u64 + 1));
+    }
+    pair
+}
+
+#[test]
+fn paths_come_up_after_probes() {
+    let mut pair = three_paths(BondConfig::default(), [5, 5, 5]);
+    pair.run_until(Instant::from_millis(600), |_| {});
+    for i in 0..3 {
+        assert_eq!(pair.a.path_state(pair.a_path(i)), Some(LinkState::Up), "path {i}");
+    }
+    let ev: Vec<_> = core::iter::from_fn(|| pair.a.poll_event()).collect();
+    assert_eq!(ev.len(), 3, "{ev:?}");
+}
+
+#[test]
+fn three_paths_deliver_everything_in_order() {
+    let mut pair = three_paths(BondConfig::default(), [10, 10, 10]);
+    // 50 Mbit/s offered over 10+20+40: needs all three paths.
+    let mut src = Source::new(50, 1000, 11_000);
+    pair.run_until(Instant::from_millis(12_000), |p| src.feed(p));
+    let got = seqs(&pair);
+    assert_strictly_increasing(&got);
+    let lost = src.sent - got.len() as u64;
+    // Allow the start-up while capacity is being learnt, nothing more.
+    assert!(lost * 100 <= src.sent, "lost {lost} of {}", src.sent);
+    let st = pair.a.status();
+    for p in &st.paths {
+        assert!(p.tx_packets > 1000, "path {} carried only {}", p.name, p.tx_packets);
+    }
+}
+
+#[test]
+fn unequal_delays_still_deliver_in_order() {
+    let mut pair = three_paths(BondConfig::default(), [5, 20, 60]);
+    let mut src = Source::new(40, 1000, 9000);
+    pair.run_until(Instant::from_millis(10_000), |p| src.feed(p));
+    let got = seqs(&pair);
+    assert_strictly_increasing(&got);
+    assert!(got.len() as u64 * 100 >= src.sent * 97, "{} of {}", got.len(), src.sent);
+}
+
+#[test]
+fn a_cut_path_is_declared_down_and_traffic_moves() {
+    let mut pair = three_paths(BondConfig::default(), [5, 5, 5]);
+    // 25 Mbit/s fits on the two paths left when the 40 Mbit/s one is cut.
+    let mut src = Source::new(25, 1000, 10_000);
+    pair.run_until(Instant::from_millis(3000), |p| src.feed(p));
+    while pair.a.poll_event().is_some() {}
+    pair.set_cut(2, true);
+    let cut_at = pair.now;
+    let before = seqs(&pair).len();
+    let mut down_at = None;
+    pair.run_until(Instant::from_millis(6000), |p| {
+        src.feed(p);
+        if down_at.is_none() && p.a.path_state(p.a_path(2)) == Some(LinkState::Down) {
+            down_at = Some(p.now);
+        }
+    });
+    let down_at = down_at.expect("cut path never declared down");
+    let detect = down_at - cut_at;
+    assert!(detect <= Duration::from_millis(500), "detected after {detect:?}");
+    // Everything sent from a second after the cut to the restore arrived.
+    let got = seqs(&pair);
+    assert!(got.len() > before);
+    let first_after = (cut_at.as_micros() / 1000 - 1000 + 1000) * 25 * MBIT / (1200 * 8 * 1000);
+    let after: Vec<_> = got.iter().filter(|&&s| s >= first_after).collect();
+    let expected = src.sent - first_after;
+    assert!(after.len() as u64 * 100 >= expected * 99, "{} of {expected}", after.len());
+    // Restore: the path comes back and carries traffic again within 1.5 s.
+    pair.set_cut(2, false);
+    let restored = pair.now;
+    let tx_before = pair.a.status().paths[2].tx_packets;
+    pair.run_until(restored + Duration::from_millis(1500), |p| src.feed(p));
+    assert_eq!(pair.a.path_state(pair.a_path(2)), Some(LinkState::Up));
+    assert!(pair.a.status().paths[2].tx_packets > tx_before, "restored path unused");
+    assert_strictly_increasing(&seqs(&pair));
+}
+
+#[test]
+fn broadcast_delivers_each_packet_once() {
+    let cfg = BondConfig { scheduler: SchedulerConfig::Broadcast, ..BondConfig::default() };
+    let mut pair = Pair::new(cfg);
+    pair.add_path(path("p0"), link(20, 5, 1));
+    pair.add_path(path("p1"), link(20, 15, 2));
+    let mut src = Source::new(5, 1000, 4000);
+    pair.run_until(Instant::from_millis(5000), |p| src.feed(p));
+    let got = seqs(&pair);
+    assert_strictly_increasing(&got);
+    assert_eq!(got.len() as u64, src.sent);
+    let st = pair.b.status();
+    assert!(st.reorder.duplicates as u64 >= src.sent * 9 / 10, "{:?}", st.reorder);
+}
+
+#[test]
+fn enslave_and_emancipate_while_running() {
+    let mut pair = three_paths(BondConfig::default(), [5, 5, 5]);
+    let mut src = Source::new(20, 1000, 6000);
+    pair.run_until(Instant::from_millis(3000), |p| src.feed(p));
+    let id = pair.a.path_by_name("p2").expect("p2");
+    pair.a.remove_path(pair.now, id).expect("remove");
+    assert_eq!(pair.a.remove_path(pair.now, id), Err(BondError::NoSuchPath));
+    assert_eq!(pair.a.status().paths.len(), 2);
+    pair.run_until(Instant::from_millis(7000), |p| src.feed(p));
+    let got = seqs(&pair);
+    assert_strictly_increasing(&got);
+    assert!(got.len() as u64 * 100 >= src.sent * 97, "{} of {}", got.len(), src.sent);
+    assert_eq!(
+        pair.a.add_path(pair.now, path("p0")),
+        Err(BondError::DuplicatePath("p0".into()))
+    );
+}
+
+#[test]
+fn garbage_is_counted_not_fatal() {
+    let mut bond = Bond::new(BondConfig::default(), Instant::ZERO);
+    let id = bond.add_path(Instant::ZERO, path("p0")).expect("add");
+    let mut x = 0x1234_5678u32;
+    for len in 0..200 {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        bond.handle_datagram(Instant::from_millis(len as u64), id, &bytes);
+    }
+    bond.handle_datagram(Instant::ZERO, PathId(99), &[1, 0, 0, 0]);
+    let c = bond.status().counters;
+    assert!(c.bad_datagram >= 190, "{c:?}");
+    assert_eq!(c.unknown_path, 1);
+    // Too big for the MTU and empty packets are dropped and counted.
+    bond.handle_tun_packet(Instant::ZERO, &vec![0x45; 5000]);
+    bond.handle_tun_packet(Instant::ZERO, &[]);
+    assert_eq!(bond.status().counters.drop_too_big, 2);
+}

@@ -1,0 +1,196 @@
+//! A deterministic simulator for two bonds joined by emulated paths.
+//!
+//! Used by the tests and benchmarks: time starts at zero and jumps to the next event, so
+//! minutes of traffic run in milliseconds. Each direction of each path is a
+//! [`crate::emu::Emulator`] (rate, delay, jitter, loss, outages), the same model the lab
+//! uses inside the live daemon.
+
+use std::collections::VecDeque;
+
+use core::time::Duration;
+
+use crate::bond::{Bond, BondConfig, PathConfig};
+use crate::emu::{EmuConfig, Emulator};
+use crate::{Instant, PathId};
+
+/// One side of the simulated pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The sender in most tests.
+    A,
+    /// The receiver in most tests.
+    B,
+}
+
+/// A simulated path: one emulator each way.
+#[derive(Debug)]
+struct SimPath {
+    a_id: PathId,
+    b_id: PathId,
+    a_to_b: Emulator,
+    b_to_a: Emulator,
+    /// While cut, everything sent either way is dropped (the emulators keep state).
+    cut: bool,
+}
+
+/// Two bonds and the paths between them.
+#[derive(Debug)]
+pub struct Pair {
+    /// Simulated time.
+    pub now: Instant,
+    /// Left bond.
+    pub a: Bond,
+    /// Right bond.
+    pub b: Bond,
+    paths: Vec<SimPath>,
+    buf: Vec<u8>,
+    /// Packets delivered to A's TUN.
+    pub delivered_a: VecDeque<Vec<u8>>,
+    /// Packets delivered to B's TUN.
+    pub delivered_b: VecDeque<Vec<u8>>,
+}
+
+impl Pair {
+    /// Two bonds with the same config and no paths.
+    pub fn new(cfg: BondConfig) -> Self {
+        let now = Instant::ZERO;
+        let mut b_cfg = cfg.clone();
+        b_cfg.seed = cfg.seed.wrapping_add(1);
+        Self {
+            now,
+            a: Bond::new(cfg, now),
+            b: Bond::new(b_cfg, now),
+            paths: Vec::new(),
+            buf: vec![0; 65536],
+            delivered_a: VecDeque::new(),
+            delivered_b: VecDeque::new(),
+        }
+    }
+
+    /// Add a path with the same emulation both ways.
+    pub fn add_path(&mut self, cfg: PathConfig, emu: EmuConfig) -> usize {
+        let mut back = emu.clone();
+        back.seed = emu.seed.wrapping_add(0x9e37_79b9);
+        let a_id = self.a.add_path(self.now, cfg.clone()).expect("sim: add path to A");
+        let b_id = self.b.add_path(self.now, cfg).expect("sim: add path to B");
+        self.paths.push(SimPath {
+            a_id,
+            b_id,
+            a_to_b: Emulator::new(emu, self.now),
+            b_to_a: Emulator::new(back, self.now),
+            cut: false,
+        });
+        self.paths.len() - 1
+    }
+
+    /// Cut or restore path `i` (both directions drop everything while cut).
+    pub fn set_cut(&mut self, i: usize, cut: bool) {
+        self.paths[i].cut = cut;
+    }
+
+    /// The path id of simulated path `i` on side A.
+    pub fn a_path(&self, i: usize) -> PathId {
+        self.paths[i].a_id
+    }
+
+    /// Run both bonds until `until`, calling `inject(now, pair)` whenever time moves so
+    /// the test can feed the TUNs. Returns the number of steps taken.
+    pub fn run_until(&mut self, until: Instant, mut inject: impl FnMut(&mut Pair)) -> u64 {
+        let mut steps = 0u64;
+        while self.now < until {
+            steps += 1;
+            inject(self);
+            self.step();
+            let next = self.next_event().unwrap_or(until).min(until);
+            // Time always moves forward by at least a microsecond so nothing spins.
+            self.now = next.max(self.now + Duration::from_micros(1));
+        }
+        steps
+    }
+
+    fn next_event(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut merge = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        merge(self.a.poll_timeout());
+        merge(self.b.poll_timeout());
+        for p in &self.paths {
+            merge(p.a_to_b.poll_timeout());
+            merge(p.b_to_a.poll_timeout());
+        }
+        next
+    }
+
+    /// One turn of both event loops at the current time.
+    pub fn step(&mut self) {
+        let now = self.now;
+        // Arrivals.
+        for i in 0..self.paths.len() {
+            while let Some(n) = self.paths[i].a_to_b.poll(now, &mut self.buf) {
+                let id = self.paths[i].b_id;
+                self.b.handle_datagram(now, id, &self.buf[..n]);
+            }
+            while let Some(n) = self.paths[i].b_to_a.poll(now, &mut self.buf) {
+                let id = self.paths[i].a_id;
+                self.a.handle_datagram(now, id, &self.buf[..n]);
+            }
+        }
+        for side in [Side::A, Side::B] {
+            let bond = match side {
+                Side::A => &mut self.a,
+                Side::B => &mut self.b,
+            };
+            if bond.poll_timeout().is_some_and(|t| t <= now) {
+                bond.handle_timeout(now);
+            }
+            while let Some(t) = bond.poll_transmit(now, &mut self.buf) {
+                let Some(p) = self.paths.iter_mut().find(|p| match side {
+                    Side::A => p.a_id == t.path,
+                    Side::B => p.b_id == t.path,
+                }) else {
+                    continue;
+                };
+                if p.cut {
+                    continue;
+                }
+                let emu = match side {
+                    Side::A => &mut p.a_to_b,
+                    Side::B => &mut p.b_to_a,
+                };
+                emu.push(now, &self.buf[..t.len]);
+            }
+            let out = match side {
+                Side::A => &mut self.delivered_a,
+                Side::B => &mut self.delivered_b,
+            };
+            while let Some(n) = bond.poll_deliver(now, &mut self.buf) {
+                out.push_back(self.buf[..n].to_vec());
+            }
+        }
+    }
+}
+
+/// An IPv4/UDP packet of `len` bytes (at least 36) whose payload starts with `seq`.
+pub fn udp_packet(seq: u64, len: usize, sport: u16, dport: u16) -> Vec<u8> {
+    let len = len.max(36);
+    let mut p = vec![0u8; len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&[10, 200, 0, 1]);
+    p[16..20].copy_from_slice(&[10, 200, 0, 2]);
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&((len - 20) as u16).to_be_bytes());
+    p[28..36].copy_from_slice(&seq.to_be_bytes());
+    p
+}
+
+/// The sequence number [`udp_packet`] put in a packet.
+pub fn packet_seq(p: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(p.get(28..36)?.try_into().ok()?))
+}
