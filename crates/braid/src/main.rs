@@ -1,4 +1,13 @@
-//! The braid program. (Being written.)
-fn main() {
-    println!("braid: not built yet");
+//! The braid program.
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = braid::cli::Cli::parse();
+    match braid::cli::run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("braid: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

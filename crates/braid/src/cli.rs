@@ -1,0 +1,215 @@
+//! The command line.
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+
+use crate::config::Config;
+use crate::{control, daemon, lab, status};
+
+/// braid: join several links into one TUN interface.
+///
+/// Run `braid up --config FILE` on both hosts; manage the running bond with `status`,
+/// `enslave`, `emancipate` and `set` (through the daemon's control socket, root-only).
+#[derive(Parser, Debug)]
+#[command(name = "braid", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--control PATH`, shared by the client commands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ControlArg {
+    /// control socket of the daemon [default: the only socket in /run/braid]
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+}
+
+impl ControlArg {
+    fn socket(&self) -> anyhow::Result<PathBuf> {
+        match &self.control {
+            Some(p) => Ok(p.clone()),
+            None => control::find_socket(),
+        }
+    }
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create the TUN interface and run the bond in the foreground (until SIGINT/SIGTERM).
+    Up {
+        /// the config file (TOML, see docs/config.md)
+        #[arg(long, short, value_name = "FILE")]
+        config: PathBuf,
+        /// control socket to create [default: /run/braid/<interface>.sock]
+        #[arg(long, value_name = "PATH")]
+        control: Option<PathBuf>,
+    },
+    /// Check a config file and exit (0 if valid).
+    Check {
+        /// the config file
+        #[arg(long, short, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Show each path's state, RTT, loss, capacity and traffic, and the bond's counters.
+    Status {
+        /// print the daemon's status as JSON
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Add a path to the running bond.
+    Enslave {
+        /// path name (the same on both ends)
+        name: String,
+        /// local ADDR:PORT to bind ([ADDR]:PORT for IPv6)
+        #[arg(long, value_name = "ADDR:PORT")]
+        local: String,
+        /// the peer's ADDR:PORT for this path
+        #[arg(long, value_name = "ADDR:PORT")]
+        remote: String,
+        /// configured speed in bit/s (EQL priority, weighted's weight)
+        #[arg(long, value_name = "N")]
+        bps: Option<u64>,
+        /// bind the path's socket to this interface (SO_BINDTODEVICE)
+        #[arg(long, value_name = "IFACE")]
+        dev: Option<String>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Remove a path from the running bond; its queued packets move to the others.
+    Emancipate {
+        /// path name
+        name: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Change a path's settings at run time: `braid set p0 bps=20000000`.
+    Set {
+        /// path name
+        name: String,
+        /// KEY=VALUE settings (only `bps` for now)
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        settings: Vec<String>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Run lab scenarios: two network namespaces joined by emulated paths (needs root).
+    Lab(lab::LabArgs),
+    /// Run the default lab scenario (needs root).
+    Demo,
+}
+
+/// Parse `KEY=VALUE` settings for `braid set` into a request.
+pub fn set_request(name: &str, settings: &[String]) -> anyhow::Result<Value> {
+    let mut bps = None;
+    for s in settings {
+        let Some((k, v)) = s.split_once('=') else {
+            anyhow::bail!("{s:?}: expected KEY=VALUE, such as bps=20000000");
+        };
+        match k {
+            "bps" => bps = Some(v.parse::<u64>().map_err(|_| anyhow::anyhow!("bps: {v:?} is not a whole number of bit/s"))?),
+            _ => anyhow::bail!("unknown setting {k:?} (settable: bps)"),
+        }
+    }
+    let Some(bps) = bps else { anyhow::bail!("nothing to set") };
+    Ok(json!({"cmd": "set", "name": name, "bps": bps}))
+}
+
+/// Write to stdout; a closed pipe (`braid status | head`) is not an error.
+fn print_out(s: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(s.as_bytes()).and_then(|()| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+fn load(config: &Path) -> anyhow::Result<Config> {
+    Config::load(config).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Run a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Up { config, control } => {
+            let cfg = load(&config)?;
+            daemon::run(&cfg, control.as_deref())
+        }
+        Command::Check { config } => {
+            let cfg = load(&config)?;
+            print_out(&format!(
+                "{}: ok ({} {}, scheduler {}, {} path(s))\n",
+                config.display(),
+                cfg.bond.interface,
+                cfg.bond.address,
+                cfg.bond.core.scheduler.name(),
+                cfg.paths.len()
+            ))
+        }
+        Command::Status { json, control } => {
+            let resp = control::request(&control.socket()?, &json!({"cmd": "status"}))?;
+            let mut out = if json { serde_json::to_string_pretty(&resp)? } else { status::render(&resp) };
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            print_out(&out)
+        }
+        Command::Enslave { name, local, remote, bps, dev, control } => {
+            crate::config::check_endpoints(&local, &remote).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let req = json!({"cmd": "enslave", "name": name, "local": local, "remote": remote, "bps": bps, "dev": dev});
+            let resp = control::request(&control.socket()?, &req)?;
+            if let Some(w) = resp.get("warning").and_then(Value::as_str) {
+                eprintln!("braid: warning: {w}");
+            }
+            print_out(&format!("enslaved {name}\n"))
+        }
+        Command::Emancipate { name, control } => {
+            control::request(&control.socket()?, &json!({"cmd": "emancipate", "name": name}))?;
+            print_out(&format!("emancipated {name}\n"))
+        }
+        Command::Set { name, settings, control } => {
+            let req = set_request(&name, &settings)?;
+            control::request(&control.socket()?, &req)?;
+            Ok(())
+        }
+        Command::Lab(args) => lab::main(args),
+        Command::Demo => lab::demo(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_commands() {
+        let c = Cli::try_parse_from(["braid", "up", "--config", "x.toml", "--control", "/tmp/s"]).unwrap();
+        assert!(matches!(c.command, Command::Up { ref config, control: Some(_) } if config == Path::new("x.toml")));
+        let c = Cli::try_parse_from(["braid", "enslave", "p3", "--local", "1.2.3.4:5", "--remote", "1.2.3.5:5", "--bps", "9"]).unwrap();
+        assert!(matches!(c.command, Command::Enslave { bps: Some(9), dev: None, .. }));
+        assert!(Cli::try_parse_from(["braid", "enslave", "p3", "--local", "1.2.3.4:5"]).is_err());
+        assert!(Cli::try_parse_from(["braid", "set", "p3"]).is_err());
+        let c = Cli::try_parse_from(["braid", "lab", "a.toml", "b", "--duration", "5"]).unwrap();
+        assert!(matches!(c.command, Command::Lab(ref a) if a.scenarios.len() == 2 && a.duration == Some(5)));
+    }
+
+    #[test]
+    fn set_settings() {
+        assert_eq!(set_request("p0", &["bps=20".into()]).unwrap(), json!({"cmd":"set","name":"p0","bps":20}));
+        assert_eq!(set_request("p0", &["bps".into()]).unwrap_err().to_string(), "\"bps\": expected KEY=VALUE, such as bps=20000000");
+        assert_eq!(set_request("p0", &["bps=-1".into()]).unwrap_err().to_string(), "bps: \"-1\" is not a whole number of bit/s");
+        assert_eq!(set_request("p0", &["prio=1".into()]).unwrap_err().to_string(), "unknown setting \"prio\" (settable: bps)");
+    }
+}

@@ -1,0 +1,590 @@
+//! The config file (TOML): parsing, validation, and mapping to the core's settings.
+//!
+//! Every key is documented in `docs/config.md`. Errors name the key and, where the TOML
+//! parser knows it, the line and column: `FILE:LINE:COL: bond.mtu: ...`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use braid_core::bond::{BondConfig, PathConfig};
+use braid_core::cc::CcConfig;
+use braid_core::emu::EmuConfig;
+use braid_core::hash::HashPolicy;
+use braid_core::path::HealthConfig;
+use braid_core::sched::active_backup::{Options, Reselect};
+use braid_core::sched::SchedulerConfig;
+use braid_core::wire::DATA_HEADER_LEN;
+use braid_core::PathId;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Smallest TUN MTU accepted (the IPv4 minimum datagram every host must take).
+pub const MTU_MIN: u32 = 576;
+/// Largest TUN MTU accepted: a braid datagram (IPv6 + UDP + data header + packet) must fit
+/// in 65535 bytes.
+pub const MTU_MAX: u32 = 65535 - 40 - 8 - DATA_HEADER_LEN as u32;
+/// Longest interface name Linux accepts (IFNAMSIZ - 1).
+pub const IFNAME_MAX: usize = 15;
+
+/// A config error: where (if known) and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file name as given.
+    pub file: String,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    /// What is wrong, starting with the key (`bond.mtu: ...`) when there is one.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// An IPv4 address with its prefix length (`10.200.0.1/30`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Cidr {
+    /// The interface's own address.
+    pub addr: Ipv4Addr,
+    /// Prefix length, 0-32.
+    pub prefix: u8,
+}
+
+impl Ipv4Cidr {
+    /// The netmask for the prefix.
+    pub fn netmask(&self) -> Ipv4Addr {
+        let bits = if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix)) };
+        Ipv4Addr::from(bits)
+    }
+}
+
+impl fmt::Display for Ipv4Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// An IPv6 address with its prefix length (`fd00::1/64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv6Cidr {
+    /// The interface's own address.
+    pub addr: Ipv6Addr,
+    /// Prefix length, 0-128.
+    pub prefix: u8,
+}
+
+impl fmt::Display for Ipv6Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// The validated `[bond]` table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BondSettings {
+    /// TUN interface name.
+    pub interface: String,
+    /// IPv4 address and prefix for the TUN.
+    pub address: Ipv4Cidr,
+    /// Optional IPv6 address and prefix for the TUN.
+    pub address6: Option<Ipv6Cidr>,
+    /// TUN MTU.
+    pub mtu: u32,
+    /// The `primary` path's name (active-backup only).
+    pub primary: Option<String>,
+    /// Everything the core needs. For active-backup, `primary` holds the id the path will
+    /// get when the paths are added in file order (`PathId(index)`); [`Config::build_bond`]
+    /// checks that.
+    pub core: BondConfig,
+}
+
+/// One validated `[[path]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathSettings {
+    /// Name, unique in the bond and the same on both ends.
+    pub name: String,
+    /// Local address to bind the path's UDP socket to.
+    pub local: SocketAddr,
+    /// The peer's address for this path.
+    pub remote: SocketAddr,
+    /// Configured speed, bit/s (0 = unset, measure).
+    pub bps: u64,
+    /// Interface to bind to (SO_BINDTODEVICE).
+    pub dev: Option<String>,
+    /// Active-backup priority.
+    pub prio: i32,
+    /// Lab/testing: emulate a path on this path's egress.
+    pub emulate: Option<EmuConfig>,
+}
+
+impl PathSettings {
+    /// The core's view of the path.
+    pub fn path_config(&self) -> PathConfig {
+        path_config(&self.name, self.bps, self.prio)
+    }
+}
+
+/// The core's [`PathConfig`] for a path of that name, speed and priority.
+pub fn path_config(name: &str, bps: u64, prio: i32) -> PathConfig {
+    let mut cc = CcConfig::default();
+    if bps > 0 {
+        cc.initial_rate_bps = bps;
+    }
+    PathConfig { name: name.to_owned(), bps, prio, cc }
+}
+
+/// A whole validated config file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `[bond]`.
+    pub bond: BondSettings,
+    /// `[[path]]`, in file order.
+    pub paths: Vec<PathSettings>,
+}
+
+impl Config {
+    /// Read and validate a config file.
+    pub fn load(file: &Path) -> Result<Config, ConfigError> {
+        let name = file.display().to_string();
+        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+            file: name.clone(),
+            position: None,
+            message: format!("cannot read config file: {e}"),
+        })?;
+        Config::parse(&text, &name)
+    }
+
+    /// Parse and validate config text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let err = |span: Option<Range<usize>>, message: String| ConfigError {
+            file: file.to_owned(),
+            position: span.map(|s| line_col(text, s.start)),
+            message,
+        };
+        let raw: RawFile = toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
+        validate(raw).map_err(|(span, message)| err(span, message))
+    }
+
+    /// Create the bond and add the paths in file order. Returns the bond and the path ids
+    /// (same order as `paths`).
+    pub fn build_bond(&self, now: braid_core::Instant) -> anyhow::Result<(braid_core::bond::Bond, Vec<PathId>)> {
+        let mut bond = braid_core::bond::Bond::new(self.bond.core.clone(), now);
+        let mut ids = Vec::with_capacity(self.paths.len());
+        for p in &self.paths {
+            let id = bond.add_path(now, p.path_config()).map_err(|e| anyhow::anyhow!("path {:?}: {e}", p.name))?;
+            ids.push(id);
+        }
+        if let Some(primary) = &self.bond.primary {
+            let want = self.paths.iter().position(|p| &p.name == primary).map(index_id);
+            if bond.path_by_name(primary) != want {
+                anyhow::bail!("internal: path ids are not assigned in file order; cannot resolve primary {primary:?}");
+            }
+        }
+        Ok((bond, ids))
+    }
+}
+
+fn index_id(i: usize) -> PathId {
+    PathId(u16::try_from(i).unwrap_or(u16::MAX))
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    (line, col)
+}
+
+// ---- raw (as written) form ----
+
+type S<T> = Spanned<T>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    bond: Option<S<RawBond>>,
+    #[serde(default)]
+    path: Vec<S<RawPath>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBond {
+    interface: Option<S<String>>,
+    address: Option<S<String>>,
+    address6: Option<S<String>>,
+    mtu: Option<S<i64>>,
+    scheduler: Option<S<String>>,
+    hash: Option<S<String>>,
+    packets_per_path: Option<S<i64>>,
+    primary: Option<S<String>>,
+    primary_reselect: Option<S<String>>,
+    updelay_ms: Option<S<i64>>,
+    downdelay_ms: Option<S<i64>>,
+    probe_interval_ms: Option<S<i64>>,
+    down_after: Option<S<i64>>,
+    up_after: Option<S<i64>>,
+    reorder_max_ms: Option<S<i64>>,
+    queue_max_delay_ms: Option<S<i64>>,
+    seed: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPath {
+    name: Option<S<String>>,
+    local: Option<S<String>>,
+    remote: Option<S<String>>,
+    bps: Option<S<i64>>,
+    dev: Option<S<String>>,
+    prio: Option<S<i64>>,
+    emulate: Option<S<RawEmulate>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmulate {
+    delay_ms: Option<S<f64>>,
+    jitter_ms: Option<S<f64>>,
+    loss: Option<S<f64>>,
+    rate_bps: Option<S<i64>>,
+    queue_bytes: Option<S<i64>>,
+    outages: Option<S<Vec<Vec<i64>>>>,
+    seed: Option<S<i64>>,
+}
+
+type VResult<T> = Result<T, (Option<Range<usize>>, String)>;
+
+fn at<T>(s: &S<T>, msg: String) -> (Option<Range<usize>>, String) {
+    (Some(s.span()), msg)
+}
+
+/// An integer key within `lo..=hi`, or `default` when absent.
+fn int(v: &Option<S<i64>>, key: &str, lo: i64, hi: i64, default: i64) -> VResult<i64> {
+    match v {
+        None => Ok(default),
+        Some(s) if (lo..=hi).contains(s.get_ref()) => Ok(*s.get_ref()),
+        Some(s) => Err(at(s, format!("{key}: {} is out of range ({lo}..={hi})", s.get_ref()))),
+    }
+}
+
+fn ms(v: &Option<S<i64>>, key: &str, lo: i64, hi: i64, default: i64) -> VResult<Duration> {
+    Ok(Duration::from_millis(int(v, key, lo, hi, default).map(|x| x.unsigned_abs())?))
+}
+
+/// Parse a `hash = ...` name.
+pub fn parse_hash(s: &str) -> Option<HashPolicy> {
+    Some(match s {
+        "layer2" => HashPolicy::Layer2,
+        "layer2+3" => HashPolicy::Layer23,
+        "layer3+4" => HashPolicy::Layer34,
+        "encap2+3" => HashPolicy::Encap23,
+        "encap3+4" => HashPolicy::Encap34,
+        "vlan+srcmac" => HashPolicy::VlanSrcMac,
+        "gabler" => HashPolicy::Gabler,
+        _ => return None,
+    })
+}
+
+/// The scheduler names accepted by `scheduler = ...`.
+pub const SCHEDULERS: &[&str] = &["eql", "round-robin", "weighted", "active-backup", "xor", "broadcast", "adaptive"];
+
+fn parse_cidr4(s: &str) -> Option<Ipv4Cidr> {
+    let (a, p) = s.split_once('/')?;
+    let addr: Ipv4Addr = a.parse().ok()?;
+    let prefix: u8 = p.parse().ok().filter(|p| *p <= 32)?;
+    if !p.bytes().all(|b| b.is_ascii_digit()) || addr.is_unspecified() || addr.is_multicast() || addr.is_broadcast() {
+        return None;
+    }
+    Some(Ipv4Cidr { addr, prefix })
+}
+
+fn parse_cidr6(s: &str) -> Option<Ipv6Cidr> {
+    let (a, p) = s.split_once('/')?;
+    let addr: Ipv6Addr = a.parse().ok()?;
+    let prefix: u8 = p.parse().ok().filter(|p| *p <= 128)?;
+    if !p.bytes().all(|b| b.is_ascii_digit()) || addr.is_unspecified() || addr.is_multicast() {
+        return None;
+    }
+    Some(Ipv6Cidr { addr, prefix })
+}
+
+/// Why `name` is not a usable Linux interface name, if it is not.
+pub fn check_ifname(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > IFNAME_MAX {
+        return Err(format!("{name:?} is longer than {IFNAME_MAX} bytes"));
+    }
+    if name == "." || name == ".." || name.bytes().any(|b| b == b'/' || b == b':' || b == b'%' || b.is_ascii_whitespace() || b.is_ascii_control()) {
+        return Err(format!("{name:?} is not a valid interface name (no '/', ':', '%' or spaces)"));
+    }
+    Ok(())
+}
+
+/// Parse `ADDR:PORT` (IPv6 as `[ADDR]:PORT`) for a path endpoint; port 0 is refused.
+pub fn parse_endpoint(s: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = s.parse().map_err(|_| format!("{s:?} is not an ADDR:PORT (IPv6 as [ADDR]:PORT)"))?;
+    if addr.port() == 0 {
+        return Err(format!("{s:?}: port 0 is not allowed"));
+    }
+    if addr.ip().is_unspecified() || addr.ip().is_multicast() {
+        return Err(format!("{s:?}: needs a unicast address"));
+    }
+    Ok(addr)
+}
+
+/// Check a path name: non-empty, at most 32 bytes, printable without spaces.
+pub fn check_path_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > 32 {
+        return Err(format!("{name:?} is longer than 32 bytes"));
+    }
+    if !name.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(format!("{name:?} may only hold printable ASCII without spaces"));
+    }
+    Ok(())
+}
+
+fn validate(raw: RawFile) -> VResult<Config> {
+    let Some(bond) = raw.bond else {
+        return Err((None, "missing [bond] table (it needs at least `address`)".into()));
+    };
+    let bond_span = bond.span();
+    let b = bond.into_inner();
+
+    let interface = match &b.interface {
+        None => "braid0".to_owned(),
+        Some(s) => {
+            check_ifname(s.get_ref()).map_err(|m| at(s, format!("bond.interface: {m}")))?;
+            s.get_ref().clone()
+        }
+    };
+    let address = match &b.address {
+        None => return Err((Some(bond_span), "bond.address: missing (an IPv4 CIDR such as \"10.200.0.1/30\")".into())),
+        Some(s) => parse_cidr4(s.get_ref())
+            .ok_or_else(|| at(s, format!("bond.address: {:?} is not an IPv4 address with prefix, such as \"10.200.0.1/30\"", s.get_ref())))?,
+    };
+    let address6 = match &b.address6 {
+        None => None,
+        Some(s) => Some(
+            parse_cidr6(s.get_ref())
+                .ok_or_else(|| at(s, format!("bond.address6: {:?} is not an IPv6 address with prefix, such as \"fd00:b::1/64\"", s.get_ref())))?,
+        ),
+    };
+    let mtu = int(&b.mtu, "bond.mtu", i64::from(MTU_MIN), i64::from(MTU_MAX), 1400)?;
+    let mtu = u32::try_from(mtu).unwrap_or(1400);
+
+    let sched_name = b.scheduler.as_ref().map_or("adaptive", |s| s.get_ref().as_str());
+    if let Some(s) = &b.scheduler {
+        if !SCHEDULERS.contains(&sched_name) {
+            return Err(at(s, format!("bond.scheduler: unknown scheduler {sched_name:?} (one of: {})", SCHEDULERS.join(", "))));
+        }
+    }
+    let only = |v: Option<Range<usize>>, key: &str, sched: &str| -> VResult<()> {
+        match v {
+            Some(span) if sched_name != sched => Err((
+                Some(span),
+                format!("bond.{key}: only used with scheduler = \"{sched}\" (scheduler is \"{sched_name}\")"),
+            )),
+            _ => Ok(()),
+        }
+    };
+    only(b.hash.as_ref().map(S::span), "hash", "xor")?;
+    only(b.packets_per_path.as_ref().map(S::span), "packets_per_path", "round-robin")?;
+    only(b.primary.as_ref().map(S::span), "primary", "active-backup")?;
+    only(b.primary_reselect.as_ref().map(S::span), "primary_reselect", "active-backup")?;
+    only(b.updelay_ms.as_ref().map(S::span), "updelay_ms", "active-backup")?;
+    only(b.downdelay_ms.as_ref().map(S::span), "downdelay_ms", "active-backup")?;
+
+    let health = HealthConfig {
+        probe_interval: ms(&b.probe_interval_ms, "bond.probe_interval_ms", 1, 60_000, 100)?,
+        down_after: u32::try_from(int(&b.down_after, "bond.down_after", 1, 1000, 3)?).unwrap_or(3),
+        up_after: u32::try_from(int(&b.up_after, "bond.up_after", 1, 1000, 2)?).unwrap_or(2),
+    };
+    let reorder_max = ms(&b.reorder_max_ms, "bond.reorder_max_ms", 0, 10_000, 200)?;
+    let queue_max_delay = ms(&b.queue_max_delay_ms, "bond.queue_max_delay_ms", 1, 10_000, 100)?;
+    let seed = int(&b.seed, "bond.seed", 0, i64::MAX, 0)?.unsigned_abs();
+
+    // Paths.
+    let mut paths = Vec::with_capacity(raw.path.len());
+    let mut names = HashSet::new();
+    let mut locals = HashSet::new();
+    for (i, p) in raw.path.into_iter().enumerate() {
+        let span = p.span();
+        let p = p.into_inner();
+        let key = |k: &str| format!("path[{i}].{k}");
+        let need = |v: &Option<S<String>>, k: &str, example: &str| -> VResult<S<String>> {
+            v.clone().ok_or_else(|| (Some(span.clone()), format!("{}: missing (for example {k} = {example})", key(k))))
+        };
+        let name = need(&p.name, "name", "\"p0\"")?;
+        check_path_name(name.get_ref()).map_err(|m| at(&name, format!("{}: {m}", key("name"))))?;
+        if !names.insert(name.get_ref().clone()) {
+            return Err(at(&name, format!("{}: duplicate path name {:?}", key("name"), name.get_ref())));
+        }
+        let local_s = need(&p.local, "local", "\"10.201.0.1:7000\"")?;
+        let local = parse_endpoint(local_s.get_ref()).map_err(|m| at(&local_s, format!("{}: {m}", key("local"))))?;
+        if !locals.insert(local) {
+            return Err(at(&local_s, format!("{}: {local} is already used by another path", key("local"))));
+        }
+        let remote_s = need(&p.remote, "remote", "\"10.201.0.2:7000\"")?;
+        let remote = parse_endpoint(remote_s.get_ref()).map_err(|m| at(&remote_s, format!("{}: {m}", key("remote"))))?;
+        if local.is_ipv4() != remote.is_ipv4() {
+            return Err(at(&remote_s, format!("{}: {remote} and local {local} are of different address families", key("remote"))));
+        }
+        let bps = int(&p.bps, &key("bps"), 0, i64::MAX, 0)?.unsigned_abs();
+        let prio = int(&p.prio, &key("prio"), i64::from(i32::MIN), i64::from(i32::MAX), 0)?;
+        let prio = i32::try_from(prio).unwrap_or(0);
+        let dev = match &p.dev {
+            None => None,
+            Some(s) => {
+                check_ifname(s.get_ref()).map_err(|m| at(s, format!("{}: {m}", key("dev"))))?;
+                Some(s.get_ref().clone())
+            }
+        };
+        let emulate = match &p.emulate {
+            None => None,
+            Some(e) => Some(emulate(e.get_ref(), &key("emulate"))?),
+        };
+        paths.push(PathSettings { name: name.into_inner(), local, remote, bps, dev, prio, emulate });
+    }
+
+    let scheduler = match sched_name {
+        "eql" => SchedulerConfig::Eql,
+        "round-robin" => SchedulerConfig::RoundRobin {
+            packets_per_path: u32::try_from(int(&b.packets_per_path, "bond.packets_per_path", 0, 65_535, 1)?).unwrap_or(1),
+        },
+        "weighted" => SchedulerConfig::Weighted,
+        "broadcast" => SchedulerConfig::Broadcast,
+        "xor" => SchedulerConfig::Xor {
+            hash: match &b.hash {
+                None => HashPolicy::Layer2,
+                Some(s) => parse_hash(s.get_ref()).ok_or_else(|| {
+                    at(s, format!(
+                        "bond.hash: unknown hash policy {:?} (one of: layer2, layer2+3, layer3+4, encap2+3, encap3+4, vlan+srcmac, gabler)",
+                        s.get_ref()
+                    ))
+                })?,
+            },
+        },
+        "active-backup" => {
+            let primary = match &b.primary {
+                None => None,
+                Some(s) => Some(
+                    paths
+                        .iter()
+                        .position(|p| &p.name == s.get_ref())
+                        .map(index_id)
+                        .ok_or_else(|| at(s, format!("bond.primary: no path named {:?}", s.get_ref())))?,
+                ),
+            };
+            let reselect = match &b.primary_reselect {
+                None => Reselect::Always,
+                Some(s) => match s.get_ref().as_str() {
+                    "always" => Reselect::Always,
+                    "better" => Reselect::Better,
+                    "failure" => Reselect::Failure,
+                    other => {
+                        return Err(at(s, format!("bond.primary_reselect: {other:?} is not one of always, better, failure")));
+                    }
+                },
+            };
+            SchedulerConfig::ActiveBackup(Options {
+                primary,
+                reselect,
+                updelay: ms(&b.updelay_ms, "bond.updelay_ms", 0, 600_000, 0)?,
+                downdelay: ms(&b.downdelay_ms, "bond.downdelay_ms", 0, 600_000, 0)?,
+            })
+        }
+        _ => SchedulerConfig::Adaptive,
+    };
+
+    let core = BondConfig {
+        scheduler,
+        health,
+        reorder_max,
+        queue_max_delay,
+        mtu: usize::try_from(mtu).unwrap_or(1400),
+        seed,
+        ..BondConfig::default()
+    };
+    let bond = BondSettings { interface, address, address6, mtu, primary: b.primary.map(S::into_inner), core };
+    Ok(Config { bond, paths })
+}
+
+fn emulate(e: &RawEmulate, key: &str) -> VResult<EmuConfig> {
+    let millis = |v: &Option<S<f64>>, k: &str| -> VResult<Duration> {
+        match v {
+            None => Ok(Duration::ZERO),
+            Some(s) => {
+                let x = *s.get_ref();
+                if !x.is_finite() || !(0.0..=60_000.0).contains(&x) {
+                    return Err(at(s, format!("{key}.{k}: {x} is out of range (0..=60000 ms)")));
+                }
+                Ok(Duration::from_secs_f64(x / 1000.0))
+            }
+        }
+    };
+    let loss = match &e.loss {
+        None => 0.0,
+        Some(s) => {
+            let x = *s.get_ref();
+            if !(0.0..=1.0).contains(&x) {
+                return Err(at(s, format!("{key}.loss: {x} is out of range (a probability, 0..=1)")));
+            }
+            x
+        }
+    };
+    let mut outages = Vec::new();
+    if let Some(s) = &e.outages {
+        for pair in s.get_ref() {
+            let &[start, len] = pair.as_slice() else {
+                return Err(at(s, format!("{key}.outages: {pair:?} is not a [start_ms, length_ms] pair")));
+            };
+            if start < 0 || len < 0 {
+                return Err(at(s, format!("{key}.outages: [{start}, {len}] has a negative time (use [start_ms, length_ms])")));
+            }
+            outages.push((Duration::from_millis(start.unsigned_abs()), Duration::from_millis(len.unsigned_abs())));
+        }
+    }
+    Ok(EmuConfig {
+        delay: millis(&e.delay_ms, "delay_ms")?,
+        jitter: millis(&e.jitter_ms, "jitter_ms")?,
+        loss,
+        rate_bps: int(&e.rate_bps, &format!("{key}.rate_bps"), 0, i64::MAX, 0)?.unsigned_abs(),
+        queue_bytes: int(&e.queue_bytes, &format!("{key}.queue_bytes"), 0, i64::MAX, 0)?.unsigned_abs(),
+        outages,
+        seed: int(&e.seed, &format!("{key}.seed"), 0, i64::MAX, 1)?.unsigned_abs(),
+    })
+}
+
+/// The peer's address family check used by run-time `enslave`: both endpoints valid and of
+/// one family.
+pub fn check_endpoints(local: &str, remote: &str) -> Result<(SocketAddr, SocketAddr), String> {
+    let l = parse_endpoint(local).map_err(|m| format!("local: {m}"))?;
+    let r = parse_endpoint(remote).map_err(|m| format!("remote: {m}"))?;
+    if l.is_ipv4() != r.is_ipv4() {
+        return Err(format!("remote: {r} and local {l} are of different address families"));
+    }
+    Ok((l, r))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,392 @@
+use super::*;
+
+const FULL: &str = r#"
+[bond]
+interface = "braid7"
+address = "10.200.0.1/30"
+address6 = "fd00:b::1/64"
+mtu = 1300
+scheduler = "active-backup"
+primary = "p1"
+primary_reselect = "better"
+updelay_ms = 50
+downdelay_ms = 20
+probe_interval_ms = 50
+down_after = 4
+up_after = 3
+reorder_max_ms = 150
+queue_max_delay_ms = 80
+seed = 9
+
+[[path]]
+name = "p0"
+local = "10.201.0.1:7000"
+remote = "10.201.0.2:7000"
+bps = 10000000
+dev = "eth1"
+prio = 5
+
+[[path]]
+name = "p1"
+local = "[fd00::1]:7001"
+remote = "[fd00::2]:7001"
+[path.emulate]
+delay_ms = 20.5
+jitter_ms = 1
+loss = 0.01
+rate_bps = 10000000
+queue_bytes = 50000
+outages = [[5000, 2000], [9000, 100]]
+seed = 3
+"#;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, "t.toml")
+}
+
+/// The error's display form.
+fn err(text: &str) -> String {
+    match parse(text) {
+        Ok(c) => panic!("expected an error, got {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const MIN_BOND: &str = "[bond]\naddress = \"10.200.0.1/30\"\n";
+const P0: &str = "[[path]]\nname = \"p0\"\nlocal = \"10.201.0.1:7000\"\nremote = \"10.201.0.2:7000\"\n";
+
+fn with_bond(extra: &str) -> String {
+    format!("{MIN_BOND}{extra}\n{P0}")
+}
+
+#[test]
+fn full_config_maps_every_key() {
+    let c = parse(FULL).unwrap();
+    let b = &c.bond;
+    assert_eq!(b.interface, "braid7");
+    assert_eq!(b.address, Ipv4Cidr { addr: Ipv4Addr::new(10, 200, 0, 1), prefix: 30 });
+    assert_eq!(b.address.netmask(), Ipv4Addr::new(255, 255, 255, 252));
+    assert_eq!(b.address6.unwrap().to_string(), "fd00:b::1/64");
+    assert_eq!(b.mtu, 1300);
+    assert_eq!(b.core.mtu, 1300);
+    assert_eq!(b.primary.as_deref(), Some("p1"));
+    assert_eq!(
+        b.core.scheduler,
+        SchedulerConfig::ActiveBackup(Options {
+            primary: Some(PathId(1)),
+            reselect: Reselect::Better,
+            updelay: Duration::from_millis(50),
+            downdelay: Duration::from_millis(20),
+        })
+    );
+    assert_eq!(b.core.health, HealthConfig { probe_interval: Duration::from_millis(50), down_after: 4, up_after: 3 });
+    assert_eq!(b.core.reorder_max, Duration::from_millis(150));
+    assert_eq!(b.core.queue_max_delay, Duration::from_millis(80));
+    assert_eq!(b.core.seed, 9);
+
+    assert_eq!(c.paths.len(), 2);
+    let p0 = &c.paths[0];
+    assert_eq!(p0.name, "p0");
+    assert_eq!(p0.local, "10.201.0.1:7000".parse().unwrap());
+    assert_eq!(p0.remote, "10.201.0.2:7000".parse().unwrap());
+    assert_eq!((p0.bps, p0.prio, p0.dev.as_deref()), (10_000_000, 5, Some("eth1")));
+    assert!(p0.emulate.is_none());
+    let pc = p0.path_config();
+    assert_eq!((pc.name.as_str(), pc.bps, pc.prio, pc.cc.initial_rate_bps), ("p0", 10_000_000, 5, 10_000_000));
+
+    let p1 = &c.paths[1];
+    assert_eq!(p1.local, "[fd00::1]:7001".parse().unwrap());
+    assert_eq!(p1.path_config().cc, CcConfig::default());
+    let e = p1.emulate.as_ref().unwrap();
+    assert_eq!(e.delay, Duration::from_micros(20_500));
+    assert_eq!(e.jitter, Duration::from_millis(1));
+    assert_eq!(e.loss, 0.01);
+    assert_eq!((e.rate_bps, e.queue_bytes, e.seed), (10_000_000, 50_000, 3));
+    assert_eq!(
+        e.outages,
+        vec![
+            (Duration::from_millis(5000), Duration::from_millis(2000)),
+            (Duration::from_millis(9000), Duration::from_millis(100))
+        ]
+    );
+}
+
+#[test]
+fn defaults() {
+    let c = parse(&with_bond("")).unwrap();
+    assert_eq!(c.bond.interface, "braid0");
+    assert_eq!(c.bond.mtu, 1400);
+    assert_eq!(c.bond.address6, None);
+    assert_eq!(c.bond.primary, None);
+    let d = BondConfig::default();
+    assert_eq!(c.bond.core, BondConfig { scheduler: SchedulerConfig::Adaptive, ..d });
+    assert_eq!((c.paths[0].bps, c.paths[0].prio, c.paths[0].dev.clone()), (0, 0, None));
+}
+
+#[test]
+fn scheduler_names_map() {
+    let cases: &[(&str, SchedulerConfig)] = &[
+        ("scheduler = \"eql\"", SchedulerConfig::Eql),
+        ("scheduler = \"round-robin\"", SchedulerConfig::RoundRobin { packets_per_path: 1 }),
+        ("scheduler = \"round-robin\"\npackets_per_path = 4", SchedulerConfig::RoundRobin { packets_per_path: 4 }),
+        ("scheduler = \"weighted\"", SchedulerConfig::Weighted),
+        ("scheduler = \"broadcast\"", SchedulerConfig::Broadcast),
+        ("scheduler = \"adaptive\"", SchedulerConfig::Adaptive),
+        ("scheduler = \"xor\"", SchedulerConfig::Xor { hash: HashPolicy::Layer2 }),
+        ("scheduler = \"xor\"\nhash = \"layer3+4\"", SchedulerConfig::Xor { hash: HashPolicy::Layer34 }),
+        ("scheduler = \"xor\"\nhash = \"gabler\"", SchedulerConfig::Xor { hash: HashPolicy::Gabler }),
+        ("scheduler = \"active-backup\"", SchedulerConfig::ActiveBackup(Options::default())),
+    ];
+    for (extra, want) in cases {
+        let c = parse(&with_bond(extra)).unwrap();
+        assert_eq!(&c.bond.core.scheduler, want, "{extra}");
+        assert_eq!(c.bond.core.scheduler.name(), want.name());
+    }
+}
+
+#[test]
+fn hash_names() {
+    for (s, h) in [
+        ("layer2", HashPolicy::Layer2),
+        ("layer2+3", HashPolicy::Layer23),
+        ("layer3+4", HashPolicy::Layer34),
+        ("encap2+3", HashPolicy::Encap23),
+        ("encap3+4", HashPolicy::Encap34),
+        ("vlan+srcmac", HashPolicy::VlanSrcMac),
+        ("gabler", HashPolicy::Gabler),
+    ] {
+        assert_eq!(parse_hash(s), Some(h));
+    }
+    assert_eq!(parse_hash("layer34"), None);
+}
+
+#[test]
+fn zero_paths_allowed() {
+    let c = parse(MIN_BOND).unwrap();
+    assert!(c.paths.is_empty());
+}
+
+#[test]
+fn build_bond_assigns_ids_in_file_order() {
+    let c = parse(FULL).unwrap();
+    let (bond, ids) = c.build_bond(braid_core::Instant::ZERO).unwrap();
+    assert_eq!(ids, vec![PathId(0), PathId(1)]);
+    assert_eq!(bond.path_by_name("p1"), Some(PathId(1)));
+}
+
+#[test]
+fn line_col_counts_chars() {
+    let t = "ab\ncdé\nx";
+    assert_eq!(line_col(t, 0), (1, 1));
+    assert_eq!(line_col(t, 3), (2, 1));
+    assert_eq!(line_col(t, t.find('x').unwrap()), (3, 1));
+    assert_eq!(line_col(t, 7), (2, 4)); // just after é (2 bytes)
+    assert_eq!(line_col(t, 999), (3, 2));
+}
+
+// ---- every error message ----
+
+#[test]
+fn syntax_error_has_position() {
+    let e = err("[bond\n");
+    assert!(e.starts_with("t.toml:1:"), "{e}");
+}
+
+#[test]
+fn unknown_keys_are_named_with_line() {
+    let e = err(&with_bond("colour = \"red\""));
+    assert!(e.starts_with("t.toml:3:1: unknown field `colour`"), "{e}");
+    let e = err(&format!("{MIN_BOND}{P0}speed = 3\n"));
+    assert!(e.starts_with("t.toml:7:1: unknown field `speed`"), "{e}");
+    let e = err(&format!("{MIN_BOND}{P0}[path.emulate]\ndelay = 3\n"));
+    assert!(e.starts_with("t.toml:8:1: unknown field `delay`"), "{e}");
+    let e = err(&format!("{MIN_BOND}[links]\n"));
+    assert!(e.starts_with("t.toml:3:") && e.contains("unknown field `links`"), "{e}");
+}
+
+#[test]
+fn wrong_types_are_named() {
+    let e = err(&with_bond("mtu = \"big\""));
+    assert!(e.starts_with("t.toml:3:7: ") && e.contains("invalid type"), "{e}");
+}
+
+#[test]
+fn missing_bond_and_address() {
+    assert_eq!(err(P0), "t.toml: missing [bond] table (it needs at least `address`)");
+    let e = err("[bond]\nmtu = 1400\n");
+    assert!(e.starts_with("t.toml:1:1: bond.address: missing"), "{e}");
+}
+
+#[test]
+fn bad_address() {
+    for a in ["10.200.0.1", "10.200.0.1/33", "10.200.0.300/30", "fd00::1/64", "0.0.0.0/8", "10.0.0.1/+3", "224.0.0.1/4"] {
+        let e = err(&format!("[bond]\naddress = \"{a}\"\n"));
+        assert!(e.starts_with("t.toml:2:11: bond.address: ") && e.contains("is not an IPv4 address with prefix"), "{a}: {e}");
+    }
+    let e = err(&with_bond("address6 = \"10.0.0.1/24\""));
+    assert!(e.starts_with("t.toml:3:12: bond.address6: "), "{e}");
+}
+
+#[test]
+fn bad_interface() {
+    for (name, what) in [
+        ("", "must not be empty"),
+        ("averyveryverylongname", "longer than 15"),
+        ("a/b", "not a valid interface name"),
+        ("br%d", "not a valid interface name"),
+    ] {
+        let e = err(&format!("[bond]\naddress = \"10.0.0.1/24\"\ninterface = \"{name}\"\n"));
+        assert!(e.starts_with("t.toml:3:13: bond.interface: ") && e.contains(what), "{name}: {e}");
+    }
+}
+
+#[test]
+fn mtu_range() {
+    let e = err(&with_bond("mtu = 575"));
+    assert_eq!(e, format!("t.toml:3:7: bond.mtu: 575 is out of range (576..={MTU_MAX})"));
+    let e = err(&with_bond("mtu = 65535"));
+    assert!(e.contains("bond.mtu: 65535 is out of range"), "{e}");
+    assert!(parse(&with_bond(&format!("mtu = {MTU_MAX}"))).is_ok());
+    assert!(parse(&with_bond("mtu = 576")).is_ok());
+}
+
+#[test]
+fn unknown_scheduler() {
+    let e = err(&with_bond("scheduler = \"fastest\""));
+    assert!(e.starts_with("t.toml:3:13: bond.scheduler: unknown scheduler \"fastest\" (one of: eql, "), "{e}");
+}
+
+#[test]
+fn mode_specific_keys_need_their_scheduler() {
+    let e = err(&with_bond("hash = \"layer3+4\""));
+    assert_eq!(e, "t.toml:3:8: bond.hash: only used with scheduler = \"xor\" (scheduler is \"adaptive\")");
+    let e = err(&with_bond("scheduler = \"eql\"\nhash = \"layer2\""));
+    assert!(e.starts_with("t.toml:4:8: bond.hash: only used with scheduler = \"xor\" (scheduler is \"eql\")"), "{e}");
+    let e = err(&with_bond("packets_per_path = 2"));
+    assert!(e.contains("bond.packets_per_path: only used with scheduler = \"round-robin\""), "{e}");
+    for k in ["primary = \"p0\"", "primary_reselect = \"always\"", "updelay_ms = 1", "downdelay_ms = 1"] {
+        let e = err(&with_bond(k));
+        assert!(e.contains("only used with scheduler = \"active-backup\""), "{k}: {e}");
+    }
+}
+
+#[test]
+fn bad_hash_and_reselect() {
+    let e = err(&with_bond("scheduler = \"xor\"\nhash = \"layer3\""));
+    assert!(e.starts_with("t.toml:4:8: bond.hash: unknown hash policy \"layer3\""), "{e}");
+    let e = err(&with_bond("scheduler = \"active-backup\"\nprimary_reselect = \"never\""));
+    assert!(e.starts_with("t.toml:4:20: bond.primary_reselect: \"never\" is not one of always, better, failure"), "{e}");
+}
+
+#[test]
+fn primary_must_name_a_path() {
+    let e = err(&with_bond("scheduler = \"active-backup\"\nprimary = \"p9\""));
+    assert_eq!(e, "t.toml:4:11: bond.primary: no path named \"p9\"");
+}
+
+#[test]
+fn numeric_ranges() {
+    for (k, msg) in [
+        ("probe_interval_ms = 0", "bond.probe_interval_ms: 0 is out of range (1..=60000)"),
+        ("down_after = 0", "bond.down_after: 0 is out of range (1..=1000)"),
+        ("up_after = -1", "bond.up_after: -1 is out of range (1..=1000)"),
+        ("reorder_max_ms = 10001", "bond.reorder_max_ms: 10001 is out of range (0..=10000)"),
+        ("queue_max_delay_ms = 0", "bond.queue_max_delay_ms: 0 is out of range (1..=10000)"),
+        ("seed = -2", "bond.seed: -2 is out of range"),
+    ] {
+        let e = err(&with_bond(k));
+        assert!(e.starts_with("t.toml:3:") && e.contains(msg), "{k}: {e}");
+    }
+    let e = err(&with_bond("scheduler = \"round-robin\"\npackets_per_path = -1"));
+    assert!(e.contains("bond.packets_per_path: -1 is out of range (0..=65535)"), "{e}");
+    let e = err(&with_bond("scheduler = \"active-backup\"\nupdelay_ms = -5"));
+    assert!(e.contains("bond.updelay_ms: -5 is out of range"), "{e}");
+}
+
+#[test]
+fn path_names() {
+    let e = err(&format!("{MIN_BOND}[[path]]\nlocal = \"10.0.0.1:1\"\nremote = \"10.0.0.2:1\"\n"));
+    assert!(e.starts_with("t.toml:3:1: path[0].name: missing"), "{e}");
+    let e = err(&format!("{MIN_BOND}[[path]]\nname = \"\"\nlocal = \"10.0.0.1:1\"\nremote = \"10.0.0.2:1\"\n"));
+    assert_eq!(e, "t.toml:4:8: path[0].name: must not be empty");
+    let e = err(&format!("{MIN_BOND}[[path]]\nname = \"a b\"\nlocal = \"10.0.0.1:1\"\nremote = \"10.0.0.2:1\"\n"));
+    assert!(e.contains("path[0].name: \"a b\" may only hold printable ASCII"), "{e}");
+    let dup = format!("{MIN_BOND}{P0}[[path]]\nname = \"p0\"\nlocal = \"10.201.0.5:7000\"\nremote = \"10.201.0.6:7000\"\n");
+    assert_eq!(err(&dup), "t.toml:8:8: path[1].name: duplicate path name \"p0\"");
+}
+
+#[test]
+fn path_endpoints() {
+    let path = |local: &str, remote: &str| format!("{MIN_BOND}[[path]]\nname = \"a\"\nlocal = \"{local}\"\nremote = \"{remote}\"\n");
+    let e = err(&path("10.0.0.1:0", "10.0.0.2:7000"));
+    assert_eq!(e, "t.toml:5:9: path[0].local: \"10.0.0.1:0\": port 0 is not allowed");
+    let e = err(&path("10.0.0.1:7000", "10.0.0.2:0"));
+    assert_eq!(e, "t.toml:6:10: path[0].remote: \"10.0.0.2:0\": port 0 is not allowed");
+    let e = err(&path("10.0.0.1", "10.0.0.2:7000"));
+    assert!(e.starts_with("t.toml:5:9: path[0].local: \"10.0.0.1\" is not an ADDR:PORT"), "{e}");
+    let e = err(&path("0.0.0.0:7000", "10.0.0.2:7000"));
+    assert!(e.contains("path[0].local: \"0.0.0.0:7000\": needs a unicast address"), "{e}");
+    let e = err(&path("10.0.0.1:7000", "[fd00::2]:7000"));
+    assert!(e.starts_with("t.toml:6:10: path[0].remote: [fd00::2]:7000 and local 10.0.0.1:7000 are of different address families"), "{e}");
+    let e = err(&format!("{MIN_BOND}[[path]]\nname = \"a\"\nlocal = \"10.0.0.1:1\"\n"));
+    assert!(e.starts_with("t.toml:3:1: path[0].remote: missing"), "{e}");
+    let dup = format!("{MIN_BOND}{P0}[[path]]\nname = \"p1\"\nlocal = \"10.201.0.1:7000\"\nremote = \"10.201.0.6:7000\"\n");
+    assert_eq!(err(&dup), "t.toml:9:9: path[1].local: 10.201.0.1:7000 is already used by another path");
+}
+
+#[test]
+fn path_numbers_and_dev() {
+    let e = err(&format!("{MIN_BOND}{P0}bps = -1\n"));
+    assert_eq!(e, format!("t.toml:7:7: path[0].bps: -1 is out of range (0..={})", i64::MAX));
+    let e = err(&format!("{MIN_BOND}{P0}prio = 3000000000\n"));
+    assert!(e.contains("path[0].prio: 3000000000 is out of range"), "{e}");
+    let e = err(&format!("{MIN_BOND}{P0}dev = \"\"\n"));
+    assert_eq!(e, "t.toml:7:7: path[0].dev: must not be empty");
+}
+
+#[test]
+fn emulate_ranges() {
+    for (k, msg) in [
+        ("loss = 1.5", "path[0].emulate.loss: 1.5 is out of range (a probability, 0..=1)"),
+        ("loss = -0.1", "path[0].emulate.loss: -0.1 is out of range"),
+        ("delay_ms = -1", "path[0].emulate.delay_ms: -1 is out of range (0..=60000 ms)"),
+        ("jitter_ms = nan", "path[0].emulate.jitter_ms: NaN is out of range"),
+        ("rate_bps = -3", "path[0].emulate.rate_bps: -3 is out of range"),
+        ("queue_bytes = -3", "path[0].emulate.queue_bytes: -3 is out of range"),
+        ("outages = [[-1, 5]]", "path[0].emulate.outages: [-1, 5] has a negative time"),
+    ] {
+        let e = err(&format!("{MIN_BOND}{P0}[path.emulate]\n{k}\n"));
+        assert!(e.starts_with("t.toml:8:") && e.contains(msg), "{k}: {e}");
+    }
+    let e = err(&format!("{MIN_BOND}{P0}[path.emulate]\noutages = [[1, 2, 3]]\n"));
+    assert_eq!(e, "t.toml:8:11: path[0].emulate.outages: [1, 2, 3] is not a [start_ms, length_ms] pair");
+}
+
+#[test]
+fn missing_file() {
+    let e = Config::load(Path::new("/nonexistent/braid.toml")).unwrap_err().to_string();
+    assert!(e.starts_with("/nonexistent/braid.toml: cannot read config file: "), "{e}");
+}
+
+#[test]
+fn every_example_parses() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            if let Err(e) = Config::load(&path) {
+                panic!("{e}");
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 4, "expected at least 4 examples in {}, found {n}", dir.display());
+}
+
+#[test]
+fn endpoint_helpers() {
+    assert!(check_endpoints("10.0.0.1:5", "10.0.0.2:5").is_ok());
+    assert_eq!(check_endpoints("10.0.0.1:5", "[::2]:5").unwrap_err(), "remote: [::2]:5 and local 10.0.0.1:5 are of different address families");
+    assert_eq!(check_endpoints("x", "10.0.0.2:5").unwrap_err(), "local: \"x\" is not an ADDR:PORT (IPv6 as [ADDR]:PORT)");
+}

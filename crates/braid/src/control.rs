@@ -1,0 +1,483 @@
+//! The control socket: a Unix stream socket, one JSON request per line, one JSON response
+//! per line.
+//!
+//! ```text
+//! {"cmd":"status"}
+//! {"cmd":"enslave","name":"p3","local":"10.0.3.1:7000","remote":"10.0.3.2:7000","bps":10000000,"dev":"eth3"}
+//! {"cmd":"emancipate","name":"p3"}
+//! {"cmd":"set","name":"p3","bps":20000000}
+//! ```
+//!
+//! Responses are `{"ok":true,...}` or `{"ok":false,"error":"..."}`. The server side is
+//! non-blocking and lives in the daemon's event loop: a client that sends garbage, sends
+//! too much, stops reading or disconnects is answered with an error or dropped, and never
+//! disturbs the bond.
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// Where daemons put their control sockets by default.
+pub const RUN_DIR: &str = "/run/braid";
+/// Longest request line accepted.
+pub const MAX_REQUEST: usize = 64 * 1024;
+/// Most response bytes kept for a client that does not read them.
+pub const MAX_PENDING_OUTPUT: usize = 4 << 20;
+/// Most clients connected at once; more are refused.
+pub const MAX_CLIENTS: usize = 32;
+
+/// The default control socket for an interface: `/run/braid/<interface>.sock`.
+pub fn default_socket(interface: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{interface}.sock"))
+}
+
+/// The socket to talk to when `--control` was not given: the only one in `/run/braid`.
+pub fn find_socket() -> anyhow::Result<PathBuf> {
+    find_socket_in(Path::new(RUN_DIR))
+}
+
+fn find_socket_in(dir: &Path) -> anyhow::Result<PathBuf> {
+    let mut found: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sock")).collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => anyhow::bail!("cannot list {}: {e}", dir.display()),
+    };
+    found.sort();
+    match found.len() {
+        0 => anyhow::bail!("no braid daemon found: no control socket in {} (is `braid up` running? else pass --control PATH)", dir.display()),
+        1 => Ok(found.remove(0)),
+        _ => {
+            let list: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+            anyhow::bail!("several braid daemons are running; choose one with --control: {}", list.join(", "))
+        }
+    }
+}
+
+/// A parsed request.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(tag = "cmd", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Request {
+    /// The bond's figures.
+    Status,
+    /// Add a path.
+    Enslave {
+        /// Path name (the same on both ends).
+        name: String,
+        /// Local `ADDR:PORT`.
+        local: String,
+        /// Remote `ADDR:PORT`.
+        remote: String,
+        /// Configured speed, bit/s.
+        #[serde(default)]
+        bps: Option<u64>,
+        /// Device to bind to.
+        #[serde(default)]
+        dev: Option<String>,
+    },
+    /// Remove a path.
+    Emancipate {
+        /// Path name.
+        name: String,
+    },
+    /// Change a path's configured speed.
+    Set {
+        /// Path name.
+        name: String,
+        /// New speed, bit/s.
+        bps: u64,
+    },
+}
+
+/// Parse one request line (without its newline).
+pub fn parse_request(line: &[u8]) -> Result<Request, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "request is not UTF-8".to_owned())?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty request".into());
+    }
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("request is not JSON: {e}"))?;
+    match v.get("cmd") {
+        Some(Value::String(_)) => {}
+        Some(_) => return Err("\"cmd\" must be a string".into()),
+        None => return Err("missing \"cmd\" (one of status, enslave, emancipate, set)".into()),
+    }
+    serde_json::from_value(v).map_err(|e| {
+        let e = e.to_string();
+        if e.starts_with("unknown variant") {
+            format!("unknown cmd: {e}")
+        } else {
+            e
+        }
+    })
+}
+
+/// An error response.
+pub fn error(msg: impl std::fmt::Display) -> Value {
+    json!({"ok": false, "error": msg.to_string()})
+}
+
+#[derive(Debug)]
+struct Client {
+    stream: UnixStream,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    /// Stop reading; close once the output is flushed.
+    closing: bool,
+}
+
+/// The daemon's side of the control socket.
+#[derive(Debug)]
+pub struct ControlServer {
+    listener: UnixListener,
+    path: PathBuf,
+    clients: Vec<Client>,
+    scratch: Vec<u8>,
+}
+
+impl ControlServer {
+    /// Bind the socket at `path` (mode 0600; a missing parent directory is created 0700).
+    /// A stale socket file is replaced; a live one (another daemon answers) is an error.
+    pub fn bind(path: &Path) -> anyhow::Result<ControlServer> {
+        check_free(path)?;
+        let listener = UnixListener::bind(path).map_err(|e| anyhow::anyhow!("cannot bind control socket {}: {e}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        Ok(ControlServer { listener, path: path.to_owned(), clients: Vec::new(), scratch: vec![0; 16 * 1024] })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The listener's fd, for polling.
+    pub fn listener_fd(&self) -> RawFd {
+        self.listener.as_raw_fd()
+    }
+
+    /// Connected clients' fds with whether each wants to write, for polling.
+    pub fn client_fds(&self) -> impl Iterator<Item = (RawFd, bool)> + '_ {
+        self.clients.iter().map(|c| (c.stream.as_raw_fd(), !c.output.is_empty()))
+    }
+
+    /// Accept waiting connections.
+    pub fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if self.clients.len() >= MAX_CLIENTS || stream.set_nonblocking(true).is_err() {
+                        continue; // dropped: closes the connection
+                    }
+                    self.clients.push(Client { stream, input: Vec::new(), output: Vec::new(), closing: false });
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Serve the client with fd `fd`: read what it sent, answer each complete line with
+    /// `handle`, write what can be written, drop it if it is gone or misbehaves.
+    pub fn service(&mut self, fd: RawFd, handle: &mut dyn FnMut(Result<Request, String>) -> Value) {
+        let Some(i) = self.clients.iter().position(|c| c.stream.as_raw_fd() == fd) else {
+            return;
+        };
+        let keep = serve(&mut self.clients[i], &mut self.scratch, handle);
+        if !keep {
+            self.clients.swap_remove(i);
+        }
+    }
+}
+
+/// Read, answer, write; false when the client should be dropped.
+fn serve(c: &mut Client, scratch: &mut [u8], handle: &mut dyn FnMut(Result<Request, String>) -> Value) -> bool {
+    if !c.closing {
+        loop {
+            match c.stream.read(scratch) {
+                Ok(0) => {
+                    c.closing = true;
+                    break;
+                }
+                Ok(n) => {
+                    c.input.extend_from_slice(&scratch[..n]);
+                    while let Some(pos) = c.input.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = c.input.drain(..=pos).collect();
+                        let req = if line.len() > MAX_REQUEST { Err("request too large".into()) } else { parse_request(&line[..pos]) };
+                        let resp = handle(req);
+                        c.output.extend_from_slice(resp.to_string().as_bytes());
+                        c.output.push(b'\n');
+                    }
+                    if c.input.len() > MAX_REQUEST {
+                        let resp = error(format!("request too large (limit {MAX_REQUEST} bytes per line)"));
+                        c.output.extend_from_slice(resp.to_string().as_bytes());
+                        c.output.push(b'\n');
+                        c.input.clear();
+                        c.closing = true;
+                        break;
+                    }
+                    if c.output.len() > MAX_PENDING_OUTPUT {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+    while !c.output.is_empty() {
+        match c.stream.write(&c.output) {
+            Ok(0) => return false,
+            Ok(n) => {
+                c.output.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    !(c.closing && c.output.is_empty())
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Make sure `path` can be bound: create the parent (0700) if missing; remove a stale
+/// socket; refuse if a daemon answers there.
+fn check_free(path: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        }
+    }
+    if path.exists() || path.symlink_metadata().is_ok() {
+        if UnixStream::connect(path).is_ok() {
+            anyhow::bail!("another braid is already running with control socket {}", path.display());
+        }
+        std::fs::remove_file(path).map_err(|e| anyhow::anyhow!("cannot remove stale control socket {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Send one request to the daemon at `path` and return its response. Errors from the
+/// daemon (`"ok":false`) are returned as `Err` with the daemon's message.
+pub fn request(path: &Path, req: &Value) -> anyhow::Result<Value> {
+    let stream = UnixStream::connect(path).map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) => " (the control socket is root-only: run as root)",
+            Some(libc::ENOENT) | Some(libc::ECONNREFUSED) => " (is `braid up` running?)",
+            _ => "",
+        };
+        anyhow::anyhow!("cannot connect to {}: {e}{hint}", path.display())
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+    let mut line = req.to_string();
+    line.push('\n');
+    (&stream).write_all(line.as_bytes())?;
+    let mut reader = BufReader::new(&stream).take(64 << 20);
+    let mut resp = String::new();
+    reader.read_line(&mut resp).map_err(|e| anyhow::anyhow!("no answer from {}: {e}", path.display()))?;
+    if resp.is_empty() {
+        anyhow::bail!("the daemon at {} closed the connection without answering", path.display());
+    }
+    let v: Value = serde_json::from_str(&resp).map_err(|e| anyhow::anyhow!("bad answer from the daemon: {e}"))?;
+    if v.get("ok") == Some(&Value::Bool(true)) {
+        Ok(v)
+    } else {
+        let msg = v.get("error").and_then(Value::as_str).unwrap_or("unknown error");
+        anyhow::bail!("{msg}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_command() {
+        assert_eq!(parse_request(br#"{"cmd":"status"}"#), Ok(Request::Status));
+        assert_eq!(
+            parse_request(br#"{"cmd":"enslave","name":"p3","local":"10.0.0.1:7000","remote":"10.0.0.2:7000","bps":5,"dev":"eth3"}"#),
+            Ok(Request::Enslave {
+                name: "p3".into(),
+                local: "10.0.0.1:7000".into(),
+                remote: "10.0.0.2:7000".into(),
+                bps: Some(5),
+                dev: Some("eth3".into())
+            })
+        );
+        assert_eq!(
+            parse_request(br#"{"cmd":"enslave","name":"p3","local":"a","remote":"b"}"#),
+            Ok(Request::Enslave { name: "p3".into(), local: "a".into(), remote: "b".into(), bps: None, dev: None })
+        );
+        assert_eq!(parse_request(br#" {"cmd":"emancipate","name":"p1"} "#), Ok(Request::Emancipate { name: "p1".into() }));
+        assert_eq!(parse_request(br#"{"name":"p1","bps":7,"cmd":"set"}"#), Ok(Request::Set { name: "p1".into(), bps: 7 }));
+    }
+
+    #[test]
+    fn rejects_bad_requests_clearly() {
+        let e = |s: &[u8]| parse_request(s).unwrap_err();
+        assert_eq!(e(b""), "empty request");
+        assert_eq!(e(b"\xff\xfe"), "request is not UTF-8");
+        assert!(e(b"status").starts_with("request is not JSON"));
+        assert_eq!(e(br#"{"name":"x"}"#), "missing \"cmd\" (one of status, enslave, emancipate, set)");
+        assert_eq!(e(br#"{"cmd":3}"#), "\"cmd\" must be a string");
+        assert!(e(br#"{"cmd":"reboot"}"#).starts_with("unknown cmd: unknown variant `reboot`"));
+        assert!(e(br#"{"cmd":"set","name":"p1"}"#).contains("missing field `bps`"));
+        assert!(e(br#"{"cmd":"set","name":"p1","bps":-1}"#).contains("invalid value"));
+        assert!(e(br#"{"cmd":"set","name":"p1","bps":1,"extra":1}"#).contains("unknown field `extra`"));
+        assert!(e(br#"{"cmd":"emancipate"}"#).contains("missing field `name`"));
+        assert!(e(br#"[1,2]"#).contains("missing \"cmd\""));
+    }
+
+    fn pair() -> (Client, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        (Client { stream: a, input: Vec::new(), output: Vec::new(), closing: false }, b)
+    }
+
+    fn echo_handler(seen: &mut Vec<Result<Request, String>>) -> impl FnMut(Result<Request, String>) -> Value + '_ {
+        move |r| {
+            let v = match &r {
+                Ok(_) => json!({"ok": true}),
+                Err(e) => error(e),
+            };
+            seen.push(r);
+            v
+        }
+    }
+
+    #[test]
+    fn server_answers_each_line_and_survives_garbage() {
+        let (mut c, mut peer) = pair();
+        let mut scratch = vec![0; 64];
+        let mut seen = Vec::new();
+        peer.write_all(b"{\"cmd\":\"status\"}\ngarbage\n{\"cmd\":\"sta").unwrap();
+        assert!(serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0], Ok(Request::Status));
+        assert!(seen[1].is_err());
+        peer.write_all(b"tus\"}\n").unwrap();
+        assert!(serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
+        assert_eq!(seen.len(), 3);
+        peer.set_nonblocking(true).unwrap();
+        let mut out = String::new();
+        let _ = peer.read_to_string(&mut out);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], r#"{"ok":true}"#);
+        assert!(lines[1].starts_with(r#"{"error":"request is not JSON"#), "{}", lines[1]);
+        // Disconnect: dropped.
+        drop(peer);
+        assert!(!serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
+        assert_eq!(seen.len(), 3);
+    }
+
+    #[test]
+    fn oversized_request_is_refused_and_closed() {
+        let (mut c, mut peer) = pair();
+        let mut scratch = vec![0; 4096];
+        let mut seen = Vec::new();
+        let big = vec![b'x'; MAX_REQUEST + 10];
+        peer.set_nonblocking(true).unwrap();
+        let _ = peer.write(&big);
+        let mut keep = true;
+        for _ in 0..100 {
+            keep = serve(&mut c, &mut scratch, &mut echo_handler(&mut seen));
+            if !keep || c.closing {
+                break;
+            }
+            let _ = peer.write(&big);
+        }
+        assert!(seen.is_empty(), "no request handled");
+        assert!(c.closing || !keep);
+        let mut out = Vec::new();
+        let _ = peer.read_to_end(&mut out);
+        assert!(String::from_utf8_lossy(&out).contains("request too large"));
+    }
+
+    #[test]
+    fn bind_replaces_stale_socket_and_refuses_live_one() {
+        let dir = std::env::temp_dir().join(format!("braid-ctl-test-{}", std::process::id()));
+        let path = dir.join("sub").join("x.sock");
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let s = ControlServer::bind(&path).unwrap();
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+            let dmode = std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+            assert_eq!(dmode, 0o700);
+            let e = ControlServer::bind(&path).unwrap_err().to_string();
+            assert!(e.contains("another braid is already running"), "{e}");
+            // A stale file left behind (simulate: forget the server without its Drop).
+            std::mem::forget(s);
+        }
+        // The leaked listener still exists in this process; close it by re-binding after removal
+        // is not possible, so make the file stale by replacing it with a plain listener we drop.
+        std::fs::remove_file(&path).unwrap();
+        drop(UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let s = ControlServer::bind(&path).unwrap();
+        assert_eq!(s.path(), path);
+        drop(s);
+        assert!(!path.exists(), "socket removed on drop");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn find_socket_lists_choices() {
+        let dir = std::env::temp_dir().join(format!("braid-find-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = find_socket_in(&dir).unwrap_err().to_string();
+        assert!(e.starts_with("no braid daemon found"), "{e}");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.sock"), b"").unwrap();
+        std::fs::write(dir.join("notes.txt"), b"").unwrap();
+        assert_eq!(find_socket_in(&dir).unwrap(), dir.join("a.sock"));
+        std::fs::write(dir.join("b.sock"), b"").unwrap();
+        let e = find_socket_in(&dir).unwrap_err().to_string();
+        assert!(e.contains("several braid daemons") && e.contains("a.sock") && e.contains("b.sock"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn client_request_round_trip() {
+        let dir = std::env::temp_dir().join(format!("braid-req-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("r.sock");
+        let mut server = ControlServer::bind(&path).unwrap();
+        let p2 = path.clone();
+        let t = std::thread::spawn(move || request(&p2, &json!({"cmd":"set","name":"zz","bps":1})));
+        // Serve until the client has its answer.
+        let mut served = false;
+        while !t.is_finished() {
+            server.accept();
+            let fds: Vec<RawFd> = server.client_fds().map(|(fd, _)| fd).collect();
+            for fd in fds {
+                server.service(fd, &mut |r| match r {
+                    Ok(Request::Set { name, .. }) => error(format!("no path named {name:?}")),
+                    _ => error("unexpected"),
+                });
+                served = true;
+            }
+            std::thread::yield_now();
+        }
+        let e = t.join().unwrap().unwrap_err().to_string();
+        assert!(served);
+        assert_eq!(e, "no path named \"zz\"");
+        drop(server);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,20 @@
+//! The braid program: CLI, config file, TUN, UDP paths, control socket, the daemon's event
+//! loop, and the lab.
+//!
+//! | module | what it is |
+//! | --- | --- |
+//! | [`cli`] | the command line (clap) and what each subcommand does |
+//! | [`config`] | the TOML config: parsing, validation, mapping to the core |
+//! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
+//! | [`control`] | the control socket: JSON-lines protocol, server and client |
+//! | [`status`] | `braid status`'s table |
+//! | [`sys`] | Linux glue: TUN, UDP sockets, signals, poll |
+//! | [`lab`] | `braid lab` / `braid demo` |
+
+pub mod cli;
+pub mod config;
+pub mod control;
+pub mod daemon;
+pub mod lab;
+pub mod status;
+pub mod sys;

@@ -1,0 +1,190 @@
+//! `braid status`: the daemon's status response as a readable table.
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+fn u(v: &Value, k: &str) -> u64 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// `12.3M`-style bit rate.
+pub fn rate(bps: u64) -> String {
+    if bps == 0 {
+        return "-".into();
+    }
+    let b = bps as f64;
+    if b >= 1e9 {
+        format!("{:.2}G", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1}M", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1}k", b / 1e3)
+    } else {
+        format!("{bps}")
+    }
+}
+
+/// `1.5MB`-style byte count.
+pub fn bytes(n: u64) -> String {
+    let b = n as f64;
+    if b >= 1e9 {
+        format!("{:.2}GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1}MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1}kB", b / 1e3)
+    } else {
+        format!("{n}B")
+    }
+}
+
+fn ms(us: u64) -> String {
+    if us == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}ms", us as f64 / 1000.0)
+    }
+}
+
+/// Render a `status` response (`{"ok":true,"interface":..,"status":{BondStatus},"io":[..]}`).
+pub fn render(resp: &Value) -> String {
+    let null = Value::Null;
+    let st = resp.get("status").unwrap_or(&null);
+    let mut out = String::new();
+    let paths: &[Value] = st.get("paths").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+    let io: &[Value] = resp.get("io").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+    let _ = writeln!(
+        out,
+        "{} {}: scheduler {}, {} path(s), up {:.0}s",
+        resp.get("interface").and_then(Value::as_str).unwrap_or("?"),
+        resp.get("address").and_then(Value::as_str).unwrap_or(""),
+        st.get("scheduler").and_then(Value::as_str).unwrap_or("?"),
+        paths.len(),
+        u(resp, "uptime_us") as f64 / 1e6,
+    );
+    let header = [
+        "PATH", "STATE", "RTT", "LOSS", "CAPACITY", "PACING", "QUEUED", "INFLIGHT", "TX PKTS", "TX BYTES", "RX PKTS", "RX BYTES", "DOWNS",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    for p in paths {
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("?").to_owned();
+        let mut state = p.get("state").and_then(Value::as_str).unwrap_or("?").to_owned();
+        let id = p.get("id").and_then(Value::as_u64);
+        if let Some(i) = io.iter().find(|i| i.get("id").and_then(Value::as_u64) == id) {
+            if i.get("socket").and_then(Value::as_str) == Some("closed") {
+                state.push_str(" (no socket)");
+            }
+        }
+        let loss = p.get("loss").and_then(Value::as_f64).unwrap_or(0.0);
+        rows.push(vec![
+            name,
+            state,
+            ms(u(p, "srtt_us")),
+            format!("{:.1}%", loss * 100.0),
+            rate(u(p, "capacity_bps")),
+            rate(u(p, "pacing_bps")),
+            bytes(u(p, "queued_bytes")),
+            bytes(u(p, "inflight_bytes")),
+            u(p, "tx_packets").to_string(),
+            bytes(u(p, "tx_bytes")),
+            u(p, "rx_packets").to_string(),
+            bytes(u(p, "rx_bytes")),
+            u(p, "downs").to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    for r in &rows {
+        let line: Vec<String> =
+            r.iter().zip(&widths).enumerate().map(|(c, (s, w))| if c < 2 { format!("{s:<w$}") } else { format!("{s:>w$}") }).collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    for i in io {
+        if let Some(e) = i.get("error").and_then(Value::as_str) {
+            let _ = writeln!(out, "  {}: {e}", i.get("name").and_then(Value::as_str).unwrap_or("?"));
+        }
+    }
+    let c = st.get("counters").unwrap_or(&null);
+    let _ = writeln!(
+        out,
+        "bond: tun rx {}, tun tx {}; dropped: no path {}, queue {}, too big {}; bad datagrams {}; rescheduled {}",
+        u(c, "tun_rx"),
+        u(c, "tun_tx"),
+        u(c, "drop_no_path"),
+        u(c, "drop_queue"),
+        u(c, "drop_too_big"),
+        u(c, "bad_datagram"),
+        u(c, "rescheduled"),
+    );
+    let r = st.get("reorder").unwrap_or(&null);
+    let waited = u(r, "reordered").max(1);
+    let _ = writeln!(
+        out,
+        "reorder: in order {}, reordered {}, duplicates {}, late {}, skipped {}, overflows {}; wait avg {}, max {}; deadline {}",
+        u(r, "in_order"),
+        u(r, "reordered"),
+        u(r, "duplicates"),
+        u(r, "late"),
+        u(r, "skipped"),
+        u(r, "overflows"),
+        ms(u(r, "wait_micros_total") / waited),
+        ms(u(r, "wait_micros_max")),
+        ms(u(st, "reorder_deadline_us")),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn units() {
+        assert_eq!(rate(0), "-");
+        assert_eq!(rate(999), "999");
+        assert_eq!(rate(10_000_000), "10.0M");
+        assert_eq!(rate(2_500_000_000), "2.50G");
+        assert_eq!(bytes(512), "512B");
+        assert_eq!(bytes(1_500_000), "1.5MB");
+        assert_eq!(ms(0), "-");
+        assert_eq!(ms(20_100), "20.1ms");
+    }
+
+    #[test]
+    fn renders_paths_counters_and_reorder() {
+        let resp = json!({
+            "ok": true, "interface": "braid0", "address": "10.200.0.1/30", "uptime_us": 5_000_000u64,
+            "status": {
+                "scheduler": "adaptive",
+                "paths": [
+                    {"id": 0, "name": "p0", "state": "up", "bps": 0, "capacity_bps": 10_000_000u64, "pacing_bps": 12_000_000u64,
+                     "srtt_us": 20_100, "loss": 0.015, "queued_bytes": 3000, "inflight_bytes": 15000, "tx_packets": 10,
+                     "tx_bytes": 14000, "rx_packets": 7, "rx_bytes": 9000, "downs": 1},
+                    {"id": 1, "name": "longname", "state": "down", "bps": 0, "capacity_bps": 0, "pacing_bps": 0,
+                     "srtt_us": 0, "loss": 0.0, "queued_bytes": 0, "inflight_bytes": 0, "tx_packets": 0,
+                     "tx_bytes": 0, "rx_packets": 0, "rx_bytes": 0, "downs": 0}
+                ],
+                "counters": {"tun_rx": 11, "tun_tx": 22, "drop_no_path": 1, "drop_queue": 2, "drop_too_big": 3, "bad_datagram": 4, "rescheduled": 5},
+                "reorder": {"in_order": 100, "reordered": 4, "duplicates": 6, "late": 7, "skipped": 8, "overflows": 9,
+                            "wait_micros_total": 8000, "wait_micros_max": 5000},
+                "reorder_deadline_us": 12_000
+            },
+            "io": [{"id": 1, "name": "longname", "socket": "closed", "error": "bind 1.2.3.4:5: Cannot assign requested address"}]
+        });
+        let t = render(&resp);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "braid0 10.200.0.1/30: scheduler adaptive, 2 path(s), up 5s");
+        assert!(lines[1].starts_with("PATH      STATE"), "{t}");
+        assert!(lines[2].starts_with("p0        up"), "{t}");
+        for cell in ["20.1ms", "1.5%", "10.0M", "12.0M", "3.0kB", "15.0kB", "14.0kB", "9.0kB"] {
+            assert!(lines[2].contains(cell), "{cell} missing: {}", lines[2]);
+        }
+        assert!(lines[3].starts_with("longname  down (no socket)"), "{t}");
+        assert_eq!(lines[4], "  longname: bind 1.2.3.4:5: Cannot assign requested address");
+        assert_eq!(lines[5], "bond: tun rx 11, tun tx 22; dropped: no path 1, queue 2, too big 3; bad datagrams 4; rescheduled 5");
+        assert_eq!(
+            lines[6],
+            "reorder: in order 100, reordered 4, duplicates 6, late 7, skipped 8, overflows 9; wait avg 2.0ms, max 5.0ms; deadline 12.0ms"
+        );
+    }
+}

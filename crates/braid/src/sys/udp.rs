@@ -1,0 +1,144 @@
+//! One non-blocking UDP socket per path: bound to the path's `local` address, connected
+//! to its `remote`, optionally bound to a device (SO_BINDTODEVICE).
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Socket buffer size asked for (the kernel caps it at net.core.{r,w}mem_max).
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// A socket that could not be opened: which step failed, and the OS error.
+#[derive(Debug)]
+pub struct OpenError {
+    /// The step (`bind 10.0.0.1:7000`, `SO_BINDTODEVICE eth1`...).
+    pub step: String,
+    /// The OS error.
+    pub err: io::Error,
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.step, self.err)?;
+        if self.err.raw_os_error() == Some(libc::EPERM) {
+            write!(f, " (needs root)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// Open the path socket. Errors say which step failed.
+pub fn open(local: SocketAddr, remote: SocketAddr, dev: Option<&str>) -> Result<UdpSocket, OpenError> {
+    let step = |what: String| move |err: io::Error| OpenError { step: what, err };
+    let sock = Socket::new(Domain::for_address(local), Type::DGRAM.nonblocking().cloexec(), Some(Protocol::UDP)).map_err(step("socket".into()))?;
+    if local.is_ipv6() {
+        sock.set_only_v6(true).map_err(step("IPV6_V6ONLY".into()))?;
+    }
+    if let Some(dev) = dev {
+        sock.bind_device(Some(dev.as_bytes())).map_err(step(format!("SO_BINDTODEVICE {dev}")))?;
+    }
+    // Bigger buffers absorb bursts between event-loop turns; failures are harmless.
+    let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
+    let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
+    if local.is_ipv4() {
+        // Let the kernel fragment rather than fail sends larger than the route's MTU.
+        let v: libc::c_int = libc::IP_PMTUDISC_DONT;
+        // SAFETY: setsockopt with a pointer to a c_int of the right size.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    sock.bind(&local.into()).map_err(step(format!("bind {local}")))?;
+    sock.connect(&remote.into()).map_err(step(format!("connect {remote}")))?;
+    Ok(sock.into())
+}
+
+/// What a send or receive error means for the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Nothing more now (EAGAIN/EINTR): try later.
+    WouldBlock,
+    /// This datagram only (EMSGSIZE, ENOBUFS): drop it.
+    Datagram,
+    /// The path failed but the socket is fine (ECONNREFUSED, EHOSTUNREACH...): tell the bond.
+    Path,
+    /// The socket is unusable (address or device gone): tell the bond, re-create it later.
+    Socket,
+}
+
+/// Classify an IO error from a path socket.
+pub fn classify(e: &io::Error) -> ErrorKind {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINTR) => ErrorKind::WouldBlock,
+        Some(libc::EMSGSIZE) | Some(libc::ENOBUFS) => ErrorKind::Datagram,
+        Some(libc::ECONNREFUSED) | Some(libc::EHOSTUNREACH) | Some(libc::EHOSTDOWN) | Some(libc::ENETDOWN) | Some(libc::ETIMEDOUT) => {
+            ErrorKind::Path
+        }
+        _ if e.kind() == io::ErrorKind::WouldBlock => ErrorKind::WouldBlock,
+        _ => ErrorKind::Socket,
+    }
+}
+
+/// The fd of an optional socket, for polling.
+pub fn raw_fd(s: &UdpSocket) -> RawFd {
+    s.as_raw_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_errors() {
+        let e = |n| io::Error::from_raw_os_error(n);
+        assert_eq!(classify(&e(libc::EAGAIN)), ErrorKind::WouldBlock);
+        assert_eq!(classify(&e(libc::EMSGSIZE)), ErrorKind::Datagram);
+        assert_eq!(classify(&e(libc::ECONNREFUSED)), ErrorKind::Path);
+        assert_eq!(classify(&e(libc::ENETUNREACH)), ErrorKind::Socket);
+        assert_eq!(classify(&e(libc::EADDRNOTAVAIL)), ErrorKind::Socket);
+        assert_eq!(classify(&e(libc::ENODEV)), ErrorKind::Socket);
+    }
+
+    #[test]
+    fn loopback_pair_exchanges_datagrams() {
+        // Two sockets on loopback, ports picked by binding port-0 probes first.
+        let a0 = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b0 = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (a_addr, b_addr) = (a0.local_addr().unwrap(), b0.local_addr().unwrap());
+        drop((a0, b0));
+        let a = open(a_addr, b_addr, None).unwrap();
+        let b = open(b_addr, a_addr, None).unwrap();
+        a.send(b"hello").unwrap();
+        let mut buf = [0u8; 16];
+        let mut got = None;
+        for _ in 0..1000 {
+            match b.recv(&mut buf) {
+                Ok(n) => {
+                    got = Some(n);
+                    break;
+                }
+                Err(e) if classify(&e) == ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got.map(|n| &buf[..n]), Some(&b"hello"[..]));
+        // Non-blocking: nothing more waits.
+        assert_eq!(classify(&b.recv(&mut buf).unwrap_err()), ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn bind_to_foreign_address_fails_clearly() {
+        let e = open("192.0.2.77:7000".parse().unwrap(), "192.0.2.78:7000".parse().unwrap(), None).unwrap_err();
+        assert!(e.to_string().starts_with("bind 192.0.2.77:7000: "), "{e}");
+        assert_eq!(e.err.raw_os_error(), Some(libc::EADDRNOTAVAIL));
+    }
+}

@@ -1,0 +1,105 @@
+//! The command line, run as a program: help texts and clear errors (no root needed).
+mod common;
+
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(common::braid()).args(args).output().expect("run braid")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn help_everywhere() {
+    let (out, _) = text(&run(&["--help"]));
+    for sub in ["up", "status", "enslave", "emancipate", "set", "lab", "demo", "check"] {
+        assert!(out.contains(sub), "top-level help lists {sub}: {out}");
+    }
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["up", "--help"], &["--config", "--control"]),
+        (&["status", "--help"], &["--json", "--control"]),
+        (&["enslave", "--help"], &["--local", "--remote", "--bps", "--dev", "--control", "<NAME>"]),
+        (&["emancipate", "--help"], &["<NAME>", "--control"]),
+        (&["set", "--help"], &["KEY=VALUE", "--control"]),
+        (&["lab", "--help"], &["--list", "--duration", "--json"]),
+        (&["demo", "--help"], &["Usage"]),
+        (&["check", "--help"], &["--config"]),
+        (&["help", "up"], &["--config"]),
+    ];
+    for (args, want) in cases {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?} exits 0");
+        let (out, _) = text(&o);
+        for w in *want {
+            assert!(out.contains(w), "{args:?} mentions {w}: {out}");
+        }
+    }
+}
+
+#[test]
+fn version() {
+    let (out, _) = text(&run(&["--version"]));
+    assert!(out.starts_with("braid "), "{out}");
+}
+
+#[test]
+fn missing_config_file_is_clear() {
+    let o = run(&["up", "--config", "/nonexistent/braid.toml"]);
+    assert_eq!(o.status.code(), Some(1));
+    let (_, err) = text(&o);
+    assert!(err.starts_with("braid: /nonexistent/braid.toml: cannot read config file: No such file"), "{err}");
+}
+
+#[test]
+fn bad_config_names_key_and_line() {
+    let d = common::scratch("cli-badcfg");
+    let f = d.join("bad.toml");
+    std::fs::write(&f, "[bond]\naddress = \"10.200.0.1/30\"\nmtu = 100\n").unwrap();
+    let o = run(&["up", "--config", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let (_, err) = text(&o);
+    assert_eq!(err.trim(), format!("braid: {}:3:7: bond.mtu: 100 is out of range (576..=65467)", f.display()));
+
+    std::fs::write(&f, "[bond]\naddress = \"10.200.0.1/30\"\nschedular = \"eql\"\n").unwrap();
+    let (_, err) = text(&run(&["check", "--config", f.to_str().unwrap()]));
+    assert!(err.starts_with(&format!("braid: {}:3:1: unknown field `schedular`", f.display())), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn check_accepts_examples() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let f = dir.join("two-host-adaptive.toml");
+    let o = run(&["check", "--config", f.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains(": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s))"), "{out}");
+}
+
+#[test]
+fn client_commands_without_daemon_fail_clearly() {
+    let d = common::scratch("cli-nodaemon");
+    let sock = d.join("none.sock");
+    let s = sock.to_str().unwrap();
+    for args in [
+        vec!["status", "--control", s],
+        vec!["emancipate", "p0", "--control", s],
+        vec!["set", "p0", "bps=5", "--control", s],
+        vec!["enslave", "p0", "--local", "10.0.0.1:7000", "--remote", "10.0.0.2:7000", "--control", s],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let (_, err) = text(&o);
+        assert!(err.starts_with(&format!("braid: cannot connect to {s}: ")) && err.contains("is `braid up` running?"), "{args:?}: {err}");
+    }
+    // Argument errors are caught before connecting.
+    let (_, err) = text(&run(&["set", "p0", "speed=5", "--control", s]));
+    assert_eq!(err.trim(), "braid: unknown setting \"speed\" (settable: bps)");
+    let (_, err) = text(&run(&["enslave", "p0", "--local", "10.0.0.1:0", "--remote", "10.0.0.2:7000", "--control", s]));
+    assert_eq!(err.trim(), "braid: local: \"10.0.0.1:0\": port 0 is not allowed");
+    let o = run(&["enslave", "p0", "--local", "10.0.0.1:7000"]);
+    assert_eq!(o.status.code(), Some(2), "clap usage error");
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -1,0 +1,42 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// True when the test may use root-only things (TUN, network namespaces). When not root,
+/// prints why the test is skipped and returns false, unless `BRAID_REQUIRE_NETNS=1`, in
+/// which case it panics: CI must not silently skip these.
+pub fn require_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let tun = std::path::Path::new("/dev/net/tun").exists();
+    let ip = std::process::Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
+    if root && tun && ip {
+        return true;
+    }
+    let why = if !root {
+        "not root"
+    } else if !tun {
+        "no /dev/net/tun"
+    } else {
+        "no `ip` command (iproute2)"
+    };
+    if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
+        panic!("this test needs root, /dev/net/tun and iproute2 ({why}) and BRAID_REQUIRE_NETNS=1 forbids skipping");
+    }
+    eprintln!("SKIPPED: needs root, /dev/net/tun and iproute2 ({why}); set BRAID_REQUIRE_NETNS=1 to make this a failure");
+    false
+}
+
+/// The braid binary under test.
+pub fn braid() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_braid"))
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("braid-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create scratch dir");
+    d
+}
