@@ -16,11 +16,7 @@ pub struct CcConfig {
 
 impl Default for CcConfig {
     fn default() -> Self {
-        Self {
-            initial_rate_bps: 1_000_000,
-            min_rate_bps: 64_000,
-            max_rate_bps: 0,
-        }
+        Self { initial_rate_bps: 1_000_000, min_rate_bps: 64_000, max_rate_bps: 0 }
     }
 }
 

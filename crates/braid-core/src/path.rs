@@ -16,11 +16,7 @@ pub struct HealthConfig {
 
 impl Default for HealthConfig {
     fn default() -> Self {
-        Self {
-            probe_interval: Duration::from_millis(100),
-            down_after: 3,
-            up_after: 2,
-        }
+        Self { probe_interval: Duration::from_millis(100), down_after: 3, up_after: 2 }
     }
 }
 
@@ -51,9 +47,7 @@ pub struct PathHealth {
 impl PathHealth {
     /// A new path, down until `up_after` probes are answered.
     pub fn new(_cfg: HealthConfig, _now: Instant) -> Self {
-        Self {
-            state: LinkState::Down,
-        }
+        Self { state: LinkState::Down }
     }
     /// Current state.
     pub fn state(&self) -> LinkState {
@@ -64,12 +58,7 @@ impl PathHealth {
         None
     }
     /// A probe ack arrived; `hold` is the peer's delay before answering.
-    pub fn on_probe_ack(
-        &mut self,
-        _now: Instant,
-        _probe_seq: u32,
-        _hold: Duration,
-    ) -> Option<Transition> {
+    pub fn on_probe_ack(&mut self, _now: Instant, _probe_seq: u32, _hold: Duration) -> Option<Transition> {
         None
     }
     /// Any authenticated datagram arrived from the peer on this path.

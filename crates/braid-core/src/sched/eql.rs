@@ -11,10 +11,7 @@ impl Scheduler for Eql {
         "eql"
     }
     fn choose(&mut self, _now: Instant, _packet: &[u8], paths: &[PathState]) -> Choice {
-        paths
-            .iter()
-            .find(|p| p.usable)
-            .map_or(Choice::Drop, |p| Choice::One(p.id))
+        paths.iter().find(|p| p.usable).map_or(Choice::Drop, |p| Choice::One(p.id))
     }
 }
 impl Eql {
