@@ -48,7 +48,13 @@ impl ReorderBuffer {
         Self {}
     }
     /// Offer a packet. `deadline` is how long a gap in front of it may be waited for.
-    pub fn insert(&mut self, _now: Instant, _seq: u64, _deadline: Duration, _data: &[u8]) -> Inserted {
+    pub fn insert(
+        &mut self,
+        _now: Instant,
+        _seq: u64,
+        _deadline: Duration,
+        _data: &[u8],
+    ) -> Inserted {
         Inserted::Duplicate
     }
     /// The next packet to deliver, copied into `buf`; its length.

@@ -19,7 +19,9 @@ impl Instant {
     /// The driver's zero.
     pub const ZERO: Self = Self { micros: 0 };
     /// Later than any time a run will reach; handy as "never".
-    pub const FAR_FUTURE: Self = Self { micros: u64::MAX / 2 };
+    pub const FAR_FUTURE: Self = Self {
+        micros: u64::MAX / 2,
+    };
 
     /// An instant `micros` microseconds after zero.
     pub const fn from_micros(micros: u64) -> Self {
@@ -28,7 +30,9 @@ impl Instant {
 
     /// An instant `millis` milliseconds after zero.
     pub const fn from_millis(millis: u64) -> Self {
-        Self { micros: millis * 1000 }
+        Self {
+            micros: millis * 1000,
+        }
     }
 
     /// Microseconds since zero.
@@ -54,7 +58,9 @@ fn micros_of(d: Duration) -> u64 {
 impl Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, rhs: Duration) -> Instant {
-        Instant { micros: self.micros.saturating_add(micros_of(rhs)) }
+        Instant {
+            micros: self.micros.saturating_add(micros_of(rhs)),
+        }
     }
 }
 
@@ -67,7 +73,9 @@ impl AddAssign<Duration> for Instant {
 impl Sub<Duration> for Instant {
     type Output = Instant;
     fn sub(self, rhs: Duration) -> Instant {
-        Instant { micros: self.micros.saturating_sub(micros_of(rhs)) }
+        Instant {
+            micros: self.micros.saturating_sub(micros_of(rhs)),
+        }
     }
 }
 
@@ -81,7 +89,12 @@ impl Sub<Instant> for Instant {
 
 impl fmt::Debug for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:06}s", self.micros / 1_000_000, self.micros % 1_000_000)
+        write!(
+            f,
+            "{}.{:06}s",
+            self.micros / 1_000_000,
+            self.micros % 1_000_000
+        )
     }
 }
 

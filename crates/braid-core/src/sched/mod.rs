@@ -90,7 +90,7 @@ pub trait Scheduler: Send + core::fmt::Debug {
 }
 
 /// Which scheduler a bond runs, with its options. Built from the config file.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum SchedulerConfig {
     /// The EQL driver's choice: lowest `2^63 - bps/8 + 8*bytes_queued`, drained each second.
@@ -100,7 +100,7 @@ pub enum SchedulerConfig {
         /// Packets sent on one path before moving on (0 = random path, as bonding).
         packets_per_path: u32,
     },
-    /// Smooth weighted round robin by speed (configured `bps`, else measured).
+    /// Smooth weighted round robin by bytes, weighted by speed (measured, else configured `bps`).
     Weighted,
     /// bonding's active-backup.
     ActiveBackup(active_backup::Options),
@@ -112,13 +112,8 @@ pub enum SchedulerConfig {
     /// Every packet on every usable path.
     Broadcast,
     /// Earliest expected arrival, from measured delay, rate and queue (the default).
+    #[default]
     Adaptive,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig::Adaptive
-    }
 }
 
 impl SchedulerConfig {
