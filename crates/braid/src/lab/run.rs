@@ -368,11 +368,21 @@ pub fn iperf_client(
 
 /// Collect a finished iperf3 pair's result.
 pub fn iperf_finish(server: Proc, client: Proc, secs: u64) -> Result<IperfResult> {
+    let mut server = server;
     let c = client.wait_output(Duration::from_secs(secs + 20))?;
-    let s = server.wait_output(Duration::from_secs(5))?;
-    if !c.status.success() && c.stdout.trim().is_empty() {
-        bail!("iperf3 client failed: {}", c.stderr.trim());
+    // iperf3 3.12 exits 0 even on errors with -J: look for its "error" key too.
+    let json_err = serde_json::from_str::<Value>(c.stdout.trim())
+        .ok()
+        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
+    if !c.status.success() || json_err.is_some() {
+        // The server would wait for a test that never came: stop it, report the client.
+        server.stop();
+        bail!(
+            "iperf3 client failed: {}",
+            json_err.unwrap_or_else(|| c.stderr.trim().to_string())
+        );
     }
+    let s = server.wait_output(Duration::from_secs(5))?;
     iperf::parse(&s.stdout, &c.stdout)
 }
 
