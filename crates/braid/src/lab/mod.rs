@@ -1,29 +1,174 @@
-//! `braid lab` and `braid demo`. PLACEHOLDER: the lab is being written in another branch;
-//! these names are the contract the CLI calls.
+//! `braid lab` and `braid demo`: two network namespaces joined by N veth pairs (shaped by
+//! tbf, emulated by braid's own [`braid_core::emu`]), braid running on both ends, iperf3
+//! through the bond, and a result table. Scenarios are TOML data files (`scenarios/`,
+//! embedded in the binary); `docs/lab.md` has the topology, the schema and the columns.
+//!
+//! | module | what it is |
+//! | --- | --- |
+//! | [`scenario`] | the scenario schema, the built-in scenarios, daemon configs |
+//! | [`netns`] | namespaces, veths, tbf, processes; cleanup guards and Ctrl-C |
+//! | [`run`] | running a scenario and computing its figures |
+//! | [`iperf`] | iperf3's JSON, stalls, windowed goodput |
+//! | [`report`] | the table |
+//! | [`progress`] | the progress line |
 use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+pub mod iperf;
+pub mod netns;
+pub mod progress;
+pub mod report;
+pub mod run;
+pub mod scenario;
+
+use progress::Progress;
+use run::{RunOptions, ScenarioResult};
+use scenario::{Scenario, BUILTIN};
 
 /// Arguments of `braid lab`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LabArgs {
-    /// scenario files or names of built-in scenarios
+    /// scenario files or names of built-in scenarios (default: all built-in ones)
     pub scenarios: Vec<String>,
     /// list the built-in scenarios and exit
     #[arg(long)]
     pub list: bool,
-    /// override each scenario's duration, seconds
+    /// override each test's duration, seconds
     #[arg(long)]
     pub duration: Option<u64>,
     /// also write the results as JSON to this file
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// no progress line
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// Run `braid lab`.
-pub fn main(_args: LabArgs) -> anyhow::Result<()> {
-    anyhow::bail!("braid lab: not built yet")
+pub fn main(args: LabArgs) -> Result<()> {
+    if args.list {
+        for (name, text) in BUILTIN {
+            let s = Scenario::parse(text)?;
+            println!(
+                "{name:<18} {:>4} s  {}",
+                s.test_seconds() + s.baseline_s * s.paths.len() as u64,
+                s.description
+            );
+        }
+        return Ok(());
+    }
+    let names: Vec<String> = if args.scenarios.is_empty() {
+        BUILTIN
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .filter(|n| n != "demo")
+            .collect()
+    } else {
+        args.scenarios.clone()
+    };
+    let scenarios = names
+        .iter()
+        .map(|n| Scenario::load(n))
+        .collect::<Result<Vec<_>>>()?;
+    preflight(false)?;
+    let mut opts = RunOptions::current()?;
+    opts.duration = args.duration;
+    let results = run_all(&scenarios, &opts, !args.quiet)?;
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&results)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Run `braid demo`: the default lab scenario.
-pub fn demo() -> anyhow::Result<()> {
-    anyhow::bail!("braid demo: not built yet")
+pub fn demo() -> Result<()> {
+    let sc = Scenario::load("demo")?;
+    preflight(true)?;
+    eprintln!(
+        "braid demo: two network namespaces joined by {} paths ({}), braid on both ends, iperf3 through the bond.",
+        sc.paths.len(),
+        sc.paths
+            .iter()
+            .map(|p| p.rate_mbit.map_or_else(|| "unshaped".to_string(), |r| format!("{r} Mbit/s")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    run_all(&[sc], &RunOptions::current()?, true)?;
+    Ok(())
+}
+
+/// Run scenarios one after the other, print the table; Ctrl-C cleans up.
+pub fn run_all(
+    scenarios: &[Scenario],
+    opts: &RunOptions,
+    show_progress: bool,
+) -> Result<Vec<ScenarioResult>> {
+    netns::install_signal_handler();
+    let progress = Progress::new(show_progress);
+    let mut results = Vec::new();
+    for (i, sc) in scenarios.iter().enumerate() {
+        progress.set_count(i + 1, scenarios.len());
+        let r = run::run_scenario(sc, opts, &progress);
+        progress.clear();
+        match r {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                if !results.is_empty() {
+                    println!("{}", report::table(&results));
+                }
+                return Err(e);
+            }
+        }
+    }
+    println!("{}", report::table(&results));
+    Ok(results)
+}
+
+/// Check that we can run the lab: root, `ip`, `tc`, `iperf3` (installed with apt-get when
+/// `install` and missing and we are root), `/dev/net/tun`.
+pub fn preflight(install: bool) -> Result<()> {
+    if !netns::is_root() {
+        bail!(
+            "the lab creates network namespaces and TUN devices: run it as root (sudo braid ...)"
+        );
+    }
+    for tool in ["ip", "tc"] {
+        if netns::which(tool).is_none() {
+            bail!("`{tool}` not found: install iproute2 (apt-get install -y iproute2)");
+        }
+    }
+    if netns::which("iperf3").is_none() {
+        if !install {
+            bail!("`iperf3` not found: install it (apt-get install -y iperf3)");
+        }
+        if netns::which("apt-get").is_none() {
+            bail!("`iperf3` not found and there is no apt-get here: install iperf3 and run again");
+        }
+        eprintln!("braid: iperf3 is missing; installing it with `apt-get install -y iperf3`");
+        let install = || {
+            Command::new("apt-get")
+                .args(["install", "-y", "-q", "iperf3"])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        if !install() {
+            eprintln!("braid: that failed; running `apt-get update` and trying again");
+            let _ = Command::new("apt-get").args(["update", "-q"]).status();
+            if !install() {
+                bail!("could not install iperf3 with apt-get; install it and run again");
+            }
+        }
+        if netns::which("iperf3").is_none() {
+            bail!("iperf3 still not found after installing it");
+        }
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        bail!("/dev/net/tun is missing: load the tun module (modprobe tun)");
+    }
+    Ok(())
 }

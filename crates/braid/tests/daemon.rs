@@ -1,0 +1,319 @@
+//! `braid up` for real, in two network namespaces joined by veth pairs (needs root; skips
+//! otherwise unless BRAID_REQUIRE_NETNS=1).
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn sh(args: &[&str]) -> std::process::Output {
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("run command")
+}
+
+fn ok(args: &[&str]) {
+    let o = sh(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Two namespaces `A` and `B` joined by `n` veth pairs: path i is 10.201.i.1 <-> 10.201.i.2.
+/// Dropping it kills the daemons it started and deletes the namespaces.
+struct Lab {
+    a: String,
+    b: String,
+    dir: PathBuf,
+    daemons: Vec<Child>,
+}
+
+impl Lab {
+    fn new(tag: &str, n: usize) -> Lab {
+        let pid = std::process::id();
+        let lab = Lab {
+            a: format!("braidtest-{tag}a-{pid}"),
+            b: format!("braidtest-{tag}b-{pid}"),
+            dir: common::scratch(&format!("netns-{tag}")),
+            daemons: Vec::new(),
+        };
+        ok(&["ip", "netns", "add", &lab.a]);
+        ok(&["ip", "netns", "add", &lab.b]);
+        for i in 0..n {
+            let (va, vb) = (format!("va{i}"), format!("vb{i}"));
+            ok(&[
+                "ip", "link", "add", &va, "netns", &lab.a, "type", "veth", "peer", "name", &vb,
+                "netns", &lab.b,
+            ]);
+            ok(&[
+                "ip",
+                "-n",
+                &lab.a,
+                "addr",
+                "add",
+                &format!("10.201.{i}.1/24"),
+                "dev",
+                &va,
+            ]);
+            ok(&[
+                "ip",
+                "-n",
+                &lab.b,
+                "addr",
+                "add",
+                &format!("10.201.{i}.2/24"),
+                "dev",
+                &vb,
+            ]);
+            ok(&["ip", "-n", &lab.a, "link", "set", &va, "up"]);
+            ok(&["ip", "-n", &lab.b, "link", "set", &vb, "up"]);
+        }
+        lab
+    }
+
+    fn config(&self, side: u8, paths: usize, extra: &str) -> PathBuf {
+        let peer = 3 - side;
+        let mut t = format!("[bond]\ninterface = \"braid0\"\naddress = \"10.200.0.{side}/30\"\nmtu = 1300\n{extra}\n");
+        for i in 0..paths {
+            t.push_str(&format!(
+                "[[path]]\nname = \"p{i}\"\nlocal = \"10.201.{i}.{side}:7000\"\nremote = \"10.201.{i}.{peer}:7000\"\n"
+            ));
+        }
+        let f = self.dir.join(format!("{side}.toml"));
+        std::fs::write(&f, t).expect("write config");
+        f
+    }
+
+    fn ns(&self, side: u8) -> &str {
+        if side == 1 {
+            &self.a
+        } else {
+            &self.b
+        }
+    }
+
+    fn sock(&self, side: u8) -> PathBuf {
+        self.dir.join(format!("{side}.sock"))
+    }
+
+    /// Start `braid up` on a side and wait until its control socket answers.
+    fn up(&mut self, side: u8, cfg: &Path) -> usize {
+        let log = std::fs::File::create(self.dir.join(format!("{side}.log"))).expect("log file");
+        let child = Command::new("ip")
+            .args(["netns", "exec", self.ns(side)])
+            .arg(common::braid())
+            .args(["up", "--config"])
+            .arg(cfg)
+            .arg("--control")
+            .arg(self.sock(side))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn braid up");
+        self.daemons.push(child);
+        let i = self.daemons.len() - 1;
+        for _ in 0..100 {
+            if self.status(side).is_some() {
+                return i;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "braid up on side {side} not ready in 5 s; log:\n{}",
+            self.log(side)
+        );
+    }
+
+    fn log(&self, side: u8) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{side}.log"))).unwrap_or_default()
+    }
+
+    fn braid(&self, side: u8, args: &[&str]) -> std::process::Output {
+        Command::new(common::braid())
+            .args(args)
+            .arg("--control")
+            .arg(self.sock(side))
+            .output()
+            .expect("run braid")
+    }
+
+    fn status(&self, side: u8) -> Option<Value> {
+        let o = self.braid(side, &["status", "--json"]);
+        o.status
+            .success()
+            .then(|| serde_json::from_slice(&o.stdout).ok())
+            .flatten()
+    }
+
+    fn exec(&self, side: u8, args: &[&str]) -> std::process::Output {
+        let mut full = vec!["ip", "netns", "exec", self.ns(side)];
+        full.extend_from_slice(args);
+        sh(&full)
+    }
+
+    /// Wait until every path of the side is up.
+    fn wait_all_up(&self, side: u8, n: usize) {
+        for _ in 0..100 {
+            if let Some(s) = self.status(side) {
+                let paths = s["status"]["paths"].as_array().cloned().unwrap_or_default();
+                if paths.len() == n && paths.iter().all(|p| p["state"] == "up") {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "paths of side {side} not all up in 5 s: {:?}\nlog:\n{}",
+            self.status(side),
+            self.log(side)
+        );
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.daemons {
+            // SAFETY: kill(2) on the pid of a child we started and have not reaped.
+            unsafe {
+                libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+            }
+            let _ = c.wait();
+        }
+        let _ = sh(&["ip", "netns", "del", &self.a]);
+        let _ = sh(&["ip", "netns", "del", &self.b]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn up_configures_tun_serves_control_and_cleans_up() {
+    if !common::require_root() {
+        return;
+    }
+    let mut lab = Lab::new("life", 3);
+    let cfg = lab.config(1, 2, "");
+    let i = lab.up(1, &cfg);
+
+    // The TUN exists with the address and MTU.
+    let o = lab.exec(1, &["ip", "-o", "addr", "show", "dev", "braid0"]);
+    let addrs = String::from_utf8_lossy(&o.stdout);
+    assert!(addrs.contains("inet 10.200.0.1/30"), "{addrs}");
+    let o = lab.exec(1, &["ip", "-o", "link", "show", "dev", "braid0"]);
+    let link = String::from_utf8_lossy(&o.stdout);
+    assert!(link.contains("mtu 1300") && link.contains(",UP"), "{link}");
+    // Prefix route from the netmask.
+    let o = lab.exec(1, &["ip", "-o", "route", "show", "dev", "braid0"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("10.200.0.0/30"));
+
+    // Status lists the paths; the control socket is root-only.
+    let s = lab.status(1).expect("status");
+    assert_eq!(s["interface"], "braid0");
+    let names: Vec<&str> = s["status"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["p0", "p1"]);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(lab.sock(1)).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // Run-time enslave / set / emancipate.
+    let o = lab.braid(
+        1,
+        &[
+            "enslave",
+            "p2",
+            "--local",
+            "10.201.2.1:7000",
+            "--remote",
+            "10.201.2.2:7000",
+            "--bps",
+            "1000000",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = lab.braid(
+        1,
+        &[
+            "enslave",
+            "p2",
+            "--local",
+            "10.201.2.1:7001",
+            "--remote",
+            "10.201.2.2:7000",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a path named \"p2\" already exists"));
+    let o = lab.braid(1, &["set", "p2", "bps=2000000"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = lab.status(1).unwrap();
+    assert_eq!(s["status"]["paths"][2]["name"], "p2");
+    assert_eq!(s["status"]["paths"][2]["bps"], 2_000_000);
+    assert_eq!(s["io"][2]["socket"], "open");
+    let o = lab.braid(1, &["emancipate", "p0"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = lab.status(1).unwrap();
+    let names: Vec<&str> = s["status"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["p1", "p2"]);
+
+    // Garbage on the control socket does not disturb the daemon.
+    {
+        use std::io::{BufRead, Write};
+        let mut c = std::os::unix::net::UnixStream::connect(lab.sock(1)).unwrap();
+        c.write_all(b"hello\n{\"cmd\":\"reboot\"}\n").unwrap();
+        let mut r = std::io::BufReader::new(c);
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(
+            line.contains("\"ok\":false") && line.contains("not JSON"),
+            "{line}"
+        );
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        assert!(line.contains("unknown cmd"), "{line}");
+    }
+    assert!(lab.status(1).is_some());
+
+    // A second daemon on the same socket is refused.
+    let o = lab.exec(
+        1,
+        &[
+            common::braid().to_str().unwrap(),
+            "up",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--control",
+            lab.sock(1).to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("another braid is already running"));
+
+    // SIGTERM: exit 0, TUN and socket gone.
+    let mut child = lab.daemons.remove(i);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let st = child.wait().unwrap();
+    assert!(st.success(), "exit status {st:?}; log:\n{}", lab.log(1));
+    assert!(!lab.sock(1).exists());
+    let o = lab.exec(1, &["ip", "link", "show", "dev", "braid0"]);
+    assert!(!o.status.success(), "braid0 removed");
+    assert!(lab.log(1).contains("SIGTERM received"));
+}
