@@ -70,7 +70,8 @@ impl OwdTrack {
     }
 
     fn active(&self, now: Instant) -> bool {
-        self.last.is_some_and(|t| now.saturating_since(t) <= ACTIVE_WINDOW)
+        self.last
+            .is_some_and(|t| now.saturating_since(t) <= ACTIVE_WINDOW)
     }
 }
 
@@ -85,7 +86,12 @@ pub(crate) struct Deadline {
 
 impl Deadline {
     pub(crate) fn new(max: Duration) -> Self {
-        Self { reference: None, max, late_bonus_us: 0.0, late_at: Instant::ZERO }
+        Self {
+            reference: None,
+            max,
+            late_bonus_us: 0.0,
+            late_at: Instant::ZERO,
+        }
     }
 
     /// A data datagram sent at `sent` (peer clock) arrived at `now` on the path `track`.
@@ -121,7 +127,11 @@ impl Deadline {
             lo = lo.min(t.base());
             hi = hi.max(t.high());
         }
-        let spread_us = if lo == i64::MAX { 0.0 } else { (hi - lo as f64).max(0.0) };
+        let spread_us = if lo == i64::MAX {
+            0.0
+        } else {
+            (hi - lo as f64).max(0.0)
+        };
         // A quarter on top of the spread for what the averages smooth away.
         let us = (spread_us * 1.25).max(FLOOR.as_micros() as f64) + self.bonus_at(now);
         Duration::from_micros(us as u64).min(self.max.max(FLOOR))

@@ -170,7 +170,9 @@ impl Link {
         let mut t = self.rx.ack_due();
         if self.is_up() {
             if let Some(head) = self.queue.front() {
-                let data = self.cc.next_send_time(now, head.buf.len() + crate::wire::DATA_HEADER_LEN);
+                let data = self
+                    .cc
+                    .next_send_time(now, head.buf.len() + crate::wire::DATA_HEADER_LEN);
                 t = match (t, data) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),

@@ -265,7 +265,11 @@ impl Bond {
                 self.counters.drop_queue += 1;
                 self.recycle(b);
             } else {
-                self.links[i].push(Queued { buf: b, seq, enqueued: now });
+                self.links[i].push(Queued {
+                    buf: b,
+                    seq,
+                    enqueued: now,
+                });
             }
         }
         true
@@ -309,9 +313,14 @@ impl Bond {
         let t = self.links[i].health.on_peer_alive(now);
         self.apply(now, i, t);
         match msg {
-            Message::Data { seq, path_seq, payload } => {
+            Message::Data {
+                seq,
+                path_seq,
+                payload,
+            } => {
                 let link = &mut self.links[i];
-                link.rx.on_data(now, path_seq, header.timestamp, bytes.len());
+                link.rx
+                    .on_data(now, path_seq, header.timestamp, bytes.len());
                 self.deadline.sample(&mut link.owd, now, header.timestamp);
                 let deadline = self.current_deadline(now);
                 if self.reorder.insert(now, seq, deadline, payload) == Inserted::Late {
@@ -321,7 +330,9 @@ impl Bond {
             Message::Probe { probe_seq } => {
                 self.links[i].probe_ack_out = Some((probe_seq, header.timestamp, now));
             }
-            Message::ProbeAck { probe_seq, hold, .. } => {
+            Message::ProbeAck {
+                probe_seq, hold, ..
+            } => {
                 let t = self.links[i].health.on_probe_ack(now, probe_seq, hold);
                 self.apply(now, i, t);
             }
@@ -368,14 +379,20 @@ impl Bond {
         for k in 0..n {
             let i = (self.cursor + k) % n;
             if let Some(len) = self.control_transmit(now, i, buf) {
-                return Some(Transmit { path: self.links[i].id, len });
+                return Some(Transmit {
+                    path: self.links[i].id,
+                    len,
+                });
             }
         }
         for k in 0..n {
             let i = (self.cursor + k) % n;
             if let Some(len) = self.data_transmit(now, i, buf) {
                 self.cursor = (i + 1) % n;
-                return Some(Transmit { path: self.links[i].id, len });
+                return Some(Transmit {
+                    path: self.links[i].id,
+                    len,
+                });
             }
         }
         None
@@ -383,9 +400,16 @@ impl Bond {
 
     fn control_transmit(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
         let link = &mut self.links[i];
-        let header = Header { path: link.id.0, timestamp: now.wire_micros() };
+        let header = Header {
+            path: link.id.0,
+            timestamp: now.wire_micros(),
+        };
         let msg = if let Some((probe_seq, echo_timestamp, at)) = link.probe_ack_out.take() {
-            Message::ProbeAck { probe_seq, echo_timestamp, hold: now.saturating_since(at) }
+            Message::ProbeAck {
+                probe_seq,
+                echo_timestamp,
+                hold: now.saturating_since(at),
+            }
         } else if link.rx.ack_due().is_some_and(|t| t <= now) {
             Message::Ack(link.rx.take_ack(now)?)
         } else if let Some(probe_seq) = link.probe_out.take() {
@@ -418,7 +442,10 @@ impl Bond {
                 return None;
             }
             let q = link.pop()?;
-            let header = Header { path: link.id.0, timestamp: now.wire_micros() };
+            let header = Header {
+                path: link.id.0,
+                timestamp: now.wire_micros(),
+            };
             let path_seq = link.next_path_seq;
             wire::emit_data_header(&header, q.seq, path_seq, buf).ok()?;
             buf[DATA_HEADER_LEN..len].copy_from_slice(&q.buf);
@@ -480,7 +507,8 @@ impl Bond {
     }
 
     fn current_deadline(&self, now: Instant) -> Duration {
-        self.deadline.current(now, self.links.iter().map(|l| &l.owd))
+        self.deadline
+            .current(now, self.links.iter().map(|l| &l.owd))
     }
 
     /// Figures for `braid status`.

@@ -9,7 +9,10 @@ use crate::sim::{packet_seq, udp_packet, Pair};
 const MBIT: u64 = 1_000_000;
 
 fn path(name: &str) -> PathConfig {
-    PathConfig { name: name.into(), ..PathConfig::default() }
+    PathConfig {
+        name: name.into(),
+        ..PathConfig::default()
+    }
 }
 
 fn link(rate_mbit: u64, delay_ms: u64, seed: u64) -> EmuConfig {
@@ -61,12 +64,20 @@ impl Source {
 }
 
 fn seqs(pair: &Pair) -> Vec<u64> {
-    pair.delivered_b.iter().filter_map(|p| packet_seq(p)).collect()
+    pair.delivered_b
+        .iter()
+        .filter_map(|p| packet_seq(p))
+        .collect()
 }
 
 fn assert_strictly_increasing(s: &[u64]) {
     for w in s.windows(2) {
-        assert!(w[0] < w[1], "out of order or duplicate: {} then {}", w[0], w[1]);
+        assert!(
+            w[0] < w[1],
+            "out of order or duplicate: {} then {}",
+            w[0],
+            w[1]
+        );
     }
 }
 
@@ -83,7 +94,11 @@ fn paths_come_up_after_probes() {
     let mut pair = three_paths(BondConfig::default(), [5, 5, 5]);
     pair.run_until(Instant::from_millis(600), |_| {});
     for i in 0..3 {
-        assert_eq!(pair.a.path_state(pair.a_path(i)), Some(LinkState::Up), "path {i}");
+        assert_eq!(
+            pair.a.path_state(pair.a_path(i)),
+            Some(LinkState::Up),
+            "path {i}"
+        );
     }
     let ev: Vec<_> = core::iter::from_fn(|| pair.a.poll_event()).collect();
     assert_eq!(ev.len(), 3, "{ev:?}");
@@ -102,7 +117,12 @@ fn three_paths_deliver_everything_in_order() {
     assert!(lost * 100 <= src.sent, "lost {lost} of {}", src.sent);
     let st = pair.a.status();
     for p in &st.paths {
-        assert!(p.tx_packets > 1000, "path {} carried only {}", p.name, p.tx_packets);
+        assert!(
+            p.tx_packets > 1000,
+            "path {} carried only {}",
+            p.name,
+            p.tx_packets
+        );
     }
 }
 
@@ -113,7 +133,12 @@ fn unequal_delays_still_deliver_in_order() {
     pair.run_until(Instant::from_millis(10_000), |p| src.feed(p));
     let got = seqs(&pair);
     assert_strictly_increasing(&got);
-    assert!(got.len() as u64 * 100 >= src.sent * 97, "{} of {}", got.len(), src.sent);
+    assert!(
+        got.len() as u64 * 100 >= src.sent * 97,
+        "{} of {}",
+        got.len(),
+        src.sent
+    );
 }
 
 #[test]
@@ -135,27 +160,40 @@ fn a_cut_path_is_declared_down_and_traffic_moves() {
     });
     let down_at = down_at.expect("cut path never declared down");
     let detect = down_at - cut_at;
-    assert!(detect <= Duration::from_millis(500), "detected after {detect:?}");
+    assert!(
+        detect <= Duration::from_millis(500),
+        "detected after {detect:?}"
+    );
     // Everything sent from a second after the cut to the restore arrived.
     let got = seqs(&pair);
     assert!(got.len() > before);
     let first_after = (cut_at.as_micros() / 1000 - 1000 + 1000) * 25 * MBIT / (1200 * 8 * 1000);
     let after: Vec<_> = got.iter().filter(|&&s| s >= first_after).collect();
     let expected = src.sent - first_after;
-    assert!(after.len() as u64 * 100 >= expected * 99, "{} of {expected}", after.len());
+    assert!(
+        after.len() as u64 * 100 >= expected * 99,
+        "{} of {expected}",
+        after.len()
+    );
     // Restore: the path comes back and carries traffic again within 1.5 s.
     pair.set_cut(2, false);
     let restored = pair.now;
     let tx_before = pair.a.status().paths[2].tx_packets;
     pair.run_until(restored + Duration::from_millis(1500), |p| src.feed(p));
     assert_eq!(pair.a.path_state(pair.a_path(2)), Some(LinkState::Up));
-    assert!(pair.a.status().paths[2].tx_packets > tx_before, "restored path unused");
+    assert!(
+        pair.a.status().paths[2].tx_packets > tx_before,
+        "restored path unused"
+    );
     assert_strictly_increasing(&seqs(&pair));
 }
 
 #[test]
 fn broadcast_delivers_each_packet_once() {
-    let cfg = BondConfig { scheduler: SchedulerConfig::Broadcast, ..BondConfig::default() };
+    let cfg = BondConfig {
+        scheduler: SchedulerConfig::Broadcast,
+        ..BondConfig::default()
+    };
     let mut pair = Pair::new(cfg);
     pair.add_path(path("p0"), link(20, 5, 1));
     pair.add_path(path("p1"), link(20, 15, 2));
@@ -165,7 +203,11 @@ fn broadcast_delivers_each_packet_once() {
     assert_strictly_increasing(&got);
     assert_eq!(got.len() as u64, src.sent);
     let st = pair.b.status();
-    assert!(st.reorder.duplicates as u64 >= src.sent * 9 / 10, "{:?}", st.reorder);
+    assert!(
+        st.reorder.duplicates as u64 >= src.sent * 9 / 10,
+        "{:?}",
+        st.reorder
+    );
 }
 
 #[test]
@@ -180,7 +222,12 @@ fn enslave_and_emancipate_while_running() {
     pair.run_until(Instant::from_millis(7000), |p| src.feed(p));
     let got = seqs(&pair);
     assert_strictly_increasing(&got);
-    assert!(got.len() as u64 * 100 >= src.sent * 97, "{} of {}", got.len(), src.sent);
+    assert!(
+        got.len() as u64 * 100 >= src.sent * 97,
+        "{} of {}",
+        got.len(),
+        src.sent
+    );
     assert_eq!(
         pair.a.add_path(pair.now, path("p0")),
         Err(BondError::DuplicatePath("p0".into()))

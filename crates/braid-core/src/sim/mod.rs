@@ -71,7 +71,10 @@ impl Pair {
     pub fn add_path(&mut self, cfg: PathConfig, emu: EmuConfig) -> usize {
         let mut back = emu.clone();
         back.seed = emu.seed.wrapping_add(0x9e37_79b9);
-        let a_id = self.a.add_path(self.now, cfg.clone()).expect("sim: add path to A");
+        let a_id = self
+            .a
+            .add_path(self.now, cfg.clone())
+            .expect("sim: add path to A");
         let b_id = self.b.add_path(self.now, cfg).expect("sim: add path to B");
         self.paths.push(SimPath {
             a_id,
