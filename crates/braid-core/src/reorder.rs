@@ -1,5 +1,41 @@
-//! Receive-side reorder buffer. STUB: contract fixed, body being written.
+//! Receive-side reorder buffer and duplicate suppression.
+//!
+//! Packets carry the bond's 64-bit sequence number. The buffer delivers them in sequence
+//! order, waits for a missing one (a *gap*) at most a deadline, then moves on; it drops
+//! duplicates and counts everything it does. The rules (see also `docs/wire.md`):
+//!
+//! - **Start.** The first packet seen sets the expected sequence number (`next`).
+//! - **In order.** A packet for `next` (or one that extends the run of held packets that
+//!   starts at `next`) comes out of [`ReorderBuffer::poll`] at once.
+//! - **Gap.** A packet beyond a gap is held. The gap is given up when the deadline of the
+//!   first packet held behind it passes: that packet's arrival time plus the `deadline`
+//!   passed with it. Then every missing sequence number up to the next held packet is
+//!   *skipped* (counted) and delivery resumes. If held packets remain behind another gap,
+//!   that gap's timer is again the earliest-arrived packet still held, so no packet waits
+//!   much longer than its own deadline.
+//! - **Late.** A packet whose sequence number was skipped is delivered at once, out of
+//!   order ([`Inserted::Late`]), before anything else.
+//! - **Duplicates.** Delivered and skipped sequence numbers are remembered in a bitmap of
+//!   the last `history` numbers (at least 65536 and 4 × capacity): a second copy of a
+//!   delivered (or late-delivered) packet is dropped ([`Inserted::Duplicate`]). A packet
+//!   older than the history is dropped too (counted as `stale`), since it cannot be told
+//!   apart from a duplicate.
+//! - **Overflow.** A packet more than `capacity` ahead of `next` forces the window
+//!   forward: held packets that fall out of it are delivered (in order), missing ones are
+//!   skipped ([`Inserted::Overflow`]).
+//! - **Resync.** A packet more than `history` ahead means the peer restarted (or a very
+//!   long outage): held packets are flushed out in order and the window jumps to it. A peer
+//!   restarting to a number more than `history` *behind* is believed only after
+//!   [`RESYNC_CONFIRM`] such packets in a row, each near the previous one, with no packet
+//!   inside the window between them; a single very late straggler is dropped as stale.
+//!   For restarts to be recognised, a sender should start its sequence at a random value.
+//! - **Wrap.** Sequence arithmetic is modulo 2^64, so a stream crossing `u64::MAX` keeps
+//!   working (a sender starting at a random value could get there in theory).
+//!
+//! Storage is allocated once in [`ReorderBuffer::new`]: one `Vec<u8>` per slot, reused and
+//! grown only when a larger packet arrives, so the steady state allocates nothing.
 use core::time::Duration;
+use std::collections::VecDeque;
 
 use crate::Instant;
 
@@ -36,45 +72,1007 @@ pub struct ReorderStats {
     pub wait_micros_total: u64,
     /// Longest wait, µs.
     pub wait_micros_max: u64,
+    /// Times the window jumped to a far-away sequence number (peer restart).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub resyncs: u64,
+    /// Packets dropped because they were older than the duplicate history (or far behind
+    /// and not confirmed as a restart).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub stale: u64,
+    /// Packets dropped because the caller's buffer was too small for them (or, never in
+    /// practice, the out-of-order queue was full).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub dropped: u64,
+}
+
+/// Far-behind packets in a row needed to believe the peer restarted below the window.
+pub const RESYNC_CONFIRM: u32 = 4;
+
+/// Smallest duplicate history, in sequence numbers.
+const MIN_HISTORY: u64 = 1 << 16;
+/// Largest capacity accepted (more is clamped).
+const MAX_CAPACITY: usize = 1 << 20;
+/// Half the sequence space: differences below it are "ahead", above it "behind".
+const HALF: u64 = 1 << 63;
+
+/// How a packet will be counted when it comes out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Arrived extending the in-order run: no wait for a gap.
+    InOrder,
+    /// Arrived behind a gap.
+    Waiting,
+    /// Arrived after its gap was skipped.
+    Late,
+}
+
+#[derive(Debug)]
+struct Slot {
+    held: bool,
+    seq: u64,
+    kind: Kind,
+    arrived: Instant,
+    expiry: Instant,
+    data: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Ready {
+    kind: Kind,
+    arrived: Instant,
+    data: Vec<u8>,
 }
 
 /// Reorders by bond sequence number.
 #[derive(Debug)]
-pub struct ReorderBuffer {}
+pub struct ReorderBuffer {
+    /// `capacity` slots, indexed by `seq & mask`; held slots are in `[next, next + cap)`.
+    slots: Vec<Slot>,
+    mask: u64,
+    /// Packets ready to go out before the window (late ones, flushed ones), oldest first.
+    /// A fixed ring of `capacity` entries.
+    ready: Vec<Ready>,
+    ready_head: usize,
+    ready_len: usize,
+    /// Sequence numbers of `Waiting` packets, in arrival order (entries go stale lazily).
+    arrivals: VecDeque<u64>,
+    /// Bit `s & history_mask` = 1 if `s` (behind `next`) was delivered, 0 if skipped.
+    history: Vec<u64>,
+    history_mask: u64,
+    /// Expected sequence number; `None` before the first packet.
+    next: Option<u64>,
+    /// First sequence number at or after `next` that is not held.
+    contiguous_end: u64,
+    held: usize,
+    /// Expiry of the gap at the head: the earliest-arrived waiting packet's deadline.
+    gap_expiry: Option<Instant>,
+    far_streak: u32,
+    far_last: u64,
+    stats: ReorderStats,
+}
 
 impl ReorderBuffer {
-    /// A buffer holding up to `capacity` packets (rounded up to a power of two).
-    pub fn new(_capacity: usize) -> Self {
-        Self {}
+    /// A buffer holding up to `capacity` packets (rounded up to a power of two, at least 1
+    /// and at most 2^20).
+    pub fn new(capacity: usize) -> Self {
+        let cap = capacity.clamp(1, MAX_CAPACITY).next_power_of_two();
+        let history_len = (cap as u64 * 4).max(MIN_HISTORY);
+        Self {
+            slots: (0..cap)
+                .map(|_| Slot {
+                    held: false,
+                    seq: 0,
+                    kind: Kind::InOrder,
+                    arrived: Instant::ZERO,
+                    expiry: Instant::ZERO,
+                    data: Vec::new(),
+                })
+                .collect(),
+            mask: cap as u64 - 1,
+            ready: (0..cap)
+                .map(|_| Ready {
+                    kind: Kind::Late,
+                    arrived: Instant::ZERO,
+                    data: Vec::new(),
+                })
+                .collect(),
+            ready_head: 0,
+            ready_len: 0,
+            arrivals: VecDeque::with_capacity(2 * cap),
+            history: vec![0; (history_len / 64) as usize],
+            history_mask: history_len - 1,
+            next: None,
+            contiguous_end: 0,
+            held: 0,
+            gap_expiry: None,
+            far_streak: 0,
+            far_last: 0,
+            stats: ReorderStats::default(),
+        }
     }
+
+    /// Slots (the capacity after rounding).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Sequence numbers remembered for duplicate suppression.
+    pub fn history(&self) -> u64 {
+        self.history_mask + 1
+    }
+
+    /// The sequence number expected next; `None` before the first packet.
+    pub fn next_expected(&self) -> Option<u64> {
+        self.next
+    }
+
+    fn cap(&self) -> u64 {
+        self.mask + 1
+    }
+
+    fn idx(&self, seq: u64) -> usize {
+        (seq & self.mask) as usize
+    }
+
+    fn slot(&self, seq: u64) -> Option<&Slot> {
+        self.slots.get(self.idx(seq))
+    }
+
+    fn is_held(&self, seq: u64) -> bool {
+        self.slot(seq).is_some_and(|s| s.held && s.seq == seq)
+    }
+
+    fn set_history(&mut self, seq: u64, delivered: bool) {
+        let bit = seq & self.history_mask;
+        if let Some(word) = self.history.get_mut((bit / 64) as usize) {
+            if delivered {
+                *word |= 1 << (bit % 64);
+            } else {
+                *word &= !(1 << (bit % 64));
+            }
+        }
+    }
+
+    fn in_history(&self, seq: u64) -> bool {
+        let bit = seq & self.history_mask;
+        self.history
+            .get((bit / 64) as usize)
+            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
+    }
+
     /// Offer a packet. `deadline` is how long a gap in front of it may be waited for.
-    pub fn insert(
-        &mut self,
-        _now: Instant,
-        _seq: u64,
-        _deadline: Duration,
-        _data: &[u8],
-    ) -> Inserted {
-        Inserted::Duplicate
+    pub fn insert(&mut self, now: Instant, seq: u64, deadline: Duration, data: &[u8]) -> Inserted {
+        let next = match self.next {
+            Some(n) => n,
+            None => {
+                self.next = Some(seq);
+                self.contiguous_end = seq;
+                seq
+            }
+        };
+        let ahead = seq.wrapping_sub(next);
+        if ahead < HALF {
+            self.far_streak = 0;
+            if ahead > self.history_mask {
+                self.resync(seq);
+                self.store(now, seq, deadline, data);
+                return Inserted::Buffered;
+            }
+            let mut result = Inserted::Buffered;
+            if ahead >= self.cap() {
+                self.stats.overflows += 1;
+                self.advance_to(seq.wrapping_sub(self.mask));
+                result = Inserted::Overflow;
+            }
+            if self.is_held(seq) {
+                self.stats.duplicates += 1;
+                return Inserted::Duplicate;
+            }
+            self.store(now, seq, deadline, data);
+            return result;
+        }
+        let behind = next.wrapping_sub(seq);
+        if behind <= self.history_mask {
+            self.far_streak = 0;
+            if self.in_history(seq) {
+                self.stats.duplicates += 1;
+                return Inserted::Duplicate;
+            }
+            self.set_history(seq, true);
+            if self.push_ready(Kind::Late, now, data) {
+                Inserted::Late
+            } else {
+                self.stats.dropped += 1;
+                Inserted::Late
+            }
+        } else {
+            // Far behind: a straggler, or a peer that restarted lower down.
+            let near_last = {
+                let d = seq.wrapping_sub(self.far_last);
+                d <= self.cap() || d.wrapping_neg() <= self.cap()
+            };
+            self.far_streak = if self.far_streak > 0 && near_last {
+                self.far_streak + 1
+            } else {
+                1
+            };
+            self.far_last = seq;
+            if self.far_streak >= RESYNC_CONFIRM {
+                self.far_streak = 0;
+                self.resync(seq);
+                self.store(now, seq, deadline, data);
+                Inserted::Buffered
+            } else {
+                self.stats.stale += 1;
+                Inserted::Duplicate
+            }
+        }
     }
+
+    /// Put a packet for `seq` (in `[next, next + cap)`, not held) into its slot.
+    fn store(&mut self, now: Instant, seq: u64, deadline: Duration, data: &[u8]) {
+        let in_order = seq == self.contiguous_end;
+        let idx = self.idx(seq);
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        slot.held = true;
+        slot.seq = seq;
+        slot.kind = if in_order {
+            Kind::InOrder
+        } else {
+            Kind::Waiting
+        };
+        slot.arrived = now;
+        slot.expiry = now + deadline;
+        slot.data.clear();
+        slot.data.extend_from_slice(data);
+        self.held += 1;
+        if in_order {
+            self.advance_contiguous();
+        } else {
+            if self.arrivals.len() >= self.arrivals.capacity() {
+                self.pop_stale_arrivals();
+                if self.arrivals.len() >= self.arrivals.capacity() {
+                    // Cannot happen (at most 2 × capacity waiting entries are live); lose
+                    // the oldest timer rather than allocate.
+                    self.arrivals.pop_front();
+                }
+            }
+            self.arrivals.push_back(seq);
+            self.refresh_gap();
+        }
+    }
+
+    fn advance_contiguous(&mut self) {
+        let Some(next) = self.next else { return };
+        if self.contiguous_end.wrapping_sub(next) >= HALF {
+            self.contiguous_end = next;
+        }
+        while self.contiguous_end.wrapping_sub(next) < self.cap()
+            && self.is_held(self.contiguous_end)
+        {
+            self.contiguous_end = self.contiguous_end.wrapping_add(1);
+        }
+    }
+
+    fn pop_stale_arrivals(&mut self) {
+        let Some(next) = self.next else { return };
+        while let Some(&front) = self.arrivals.front() {
+            let live = front.wrapping_sub(next) < self.cap()
+                && self
+                    .slot(front)
+                    .is_some_and(|s| s.held && s.seq == front && s.kind == Kind::Waiting);
+            if live {
+                break;
+            }
+            self.arrivals.pop_front();
+        }
+    }
+
+    /// Recompute the head gap's expiry from the earliest-arrived waiting packet.
+    fn refresh_gap(&mut self) {
+        self.pop_stale_arrivals();
+        self.gap_expiry = self
+            .arrivals
+            .front()
+            .and_then(|&s| self.slot(s))
+            .map(|s| s.expiry);
+    }
+
+    fn push_ready(&mut self, kind: Kind, arrived: Instant, data: &[u8]) -> bool {
+        match self.ready_slot() {
+            Some(r) => {
+                r.kind = kind;
+                r.arrived = arrived;
+                r.data.clear();
+                r.data.extend_from_slice(data);
+                self.ready_len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The next free ready entry, if the ring is not full.
+    fn ready_slot(&mut self) -> Option<&mut Ready> {
+        if self.ready_len >= self.ready.len() {
+            return None;
+        }
+        let i = (self.ready_head + self.ready_len) % self.ready.len();
+        self.ready.get_mut(i)
+    }
+
+    /// Move the held packet at `seq` (if any) to the ready queue; returns whether one was.
+    fn flush_slot(&mut self, seq: u64) -> bool {
+        if !self.is_held(seq) {
+            return false;
+        }
+        let idx = self.idx(seq);
+        let full = self.ready_len >= self.ready.len();
+        let tail = (self.ready_head + self.ready_len) % self.ready.len().max(1);
+        self.held = self.held.saturating_sub(1);
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return false;
+        };
+        slot.held = false;
+        if full {
+            self.stats.dropped += 1;
+            return true;
+        }
+        if let Some(r) = self.ready.get_mut(tail) {
+            core::mem::swap(&mut r.data, &mut slot.data);
+            r.kind = if slot.kind == Kind::InOrder {
+                Kind::InOrder
+            } else {
+                Kind::Waiting
+            };
+            r.arrived = slot.arrived;
+            self.ready_len += 1;
+        }
+        true
+    }
+
+    /// Move `next` forward to `target` (within `history` of it): held packets before it go
+    /// out in order, missing ones are skipped.
+    fn advance_to(&mut self, target: u64) {
+        let Some(mut next) = self.next else { return };
+        while next != target {
+            if self.held > 0 && self.flush_slot(next) {
+                self.set_history(next, true);
+            } else {
+                self.set_history(next, false);
+                self.stats.skipped += 1;
+            }
+            next = next.wrapping_add(1);
+        }
+        self.next = Some(next);
+        self.advance_contiguous();
+        self.refresh_gap();
+    }
+
+    /// Jump to `seq`: flush everything held, in order, and forget the history.
+    fn resync(&mut self, seq: u64) {
+        self.stats.resyncs += 1;
+        if let Some(mut next) = self.next {
+            let mut left = self.cap();
+            while self.held > 0 && left > 0 {
+                self.flush_slot(next);
+                next = next.wrapping_add(1);
+                left -= 1;
+            }
+        }
+        self.held = 0;
+        for s in &mut self.slots {
+            s.held = false;
+        }
+        self.history.fill(0);
+        self.arrivals.clear();
+        self.gap_expiry = None;
+        self.next = Some(seq);
+        self.contiguous_end = seq;
+    }
+
     /// The next packet to deliver, copied into `buf`; its length.
-    pub fn poll(&mut self, _now: Instant, _buf: &mut [u8]) -> Option<usize> {
-        None
+    ///
+    /// A packet longer than `buf` is dropped (counted in `dropped`) and the next one is
+    /// tried.
+    pub fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        loop {
+            if self.ready_len > 0 {
+                let head = self.ready_head;
+                self.ready_head = (self.ready_head + 1) % self.ready.len();
+                self.ready_len -= 1;
+                let r = self.ready.get(head)?;
+                let (kind, arrived) = (r.kind, r.arrived);
+                let copied = copy_out(&r.data, buf);
+                if let Some(n) = copied {
+                    self.count_delivery(kind, now, arrived);
+                    return Some(n);
+                }
+                self.stats.dropped += 1;
+                continue;
+            }
+            if self.held == 0 {
+                return None;
+            }
+            let next = self.next?;
+            if !self.is_held(next) {
+                match self.gap_expiry {
+                    Some(t) if t > now => return None,
+                    _ => self.skip_gap(),
+                }
+            }
+            let next = self.next?;
+            let idx = self.idx(next);
+            let slot = self.slots.get_mut(idx)?;
+            if !(slot.held && slot.seq == next) {
+                // Cannot happen: `skip_gap` stops at a held packet.
+                return None;
+            }
+            slot.held = false;
+            let (kind, arrived) = (slot.kind, slot.arrived);
+            let copied = copy_out(&slot.data, buf);
+            self.held -= 1;
+            self.set_history(next, true);
+            self.next = Some(next.wrapping_add(1));
+            self.advance_contiguous();
+            if kind == Kind::Waiting {
+                self.refresh_gap();
+            }
+            if let Some(n) = copied {
+                self.count_delivery(kind, now, arrived);
+                return Some(n);
+            }
+            self.stats.dropped += 1;
+        }
     }
-    /// When a waited-for gap expires.
+
+    /// Give up the gap at the head: skip up to the first held packet.
+    fn skip_gap(&mut self) {
+        let Some(mut next) = self.next else { return };
+        let mut left = self.cap();
+        while left > 0 && !self.is_held(next) {
+            self.set_history(next, false);
+            self.stats.skipped += 1;
+            next = next.wrapping_add(1);
+            left -= 1;
+        }
+        self.next = Some(next);
+        self.advance_contiguous();
+        self.refresh_gap();
+    }
+
+    fn count_delivery(&mut self, kind: Kind, now: Instant, arrived: Instant) {
+        match kind {
+            Kind::InOrder => self.stats.in_order += 1,
+            Kind::Waiting => self.stats.reordered += 1,
+            Kind::Late => self.stats.late += 1,
+        }
+        let wait = u64::try_from(now.saturating_since(arrived).as_micros()).unwrap_or(u64::MAX);
+        self.stats.wait_micros_total = self.stats.wait_micros_total.saturating_add(wait);
+        self.stats.wait_micros_max = self.stats.wait_micros_max.max(wait);
+    }
+
+    /// When `poll` should next be called: when the waited-for gap expires, or (a time not
+    /// after now) when a packet is ready. `None` when nothing is held.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        None
+        if self.ready_len > 0 {
+            return self.ready.get(self.ready_head).map(|r| r.arrived);
+        }
+        if self.held == 0 {
+            return None;
+        }
+        let next = self.next?;
+        if self.is_held(next) {
+            return self.slot(next).map(|s| s.arrived);
+        }
+        // Without a timer (never in practice) give the gap up at once.
+        Some(self.gap_expiry.unwrap_or(Instant::ZERO))
     }
+
     /// Counters.
     pub fn stats(&self) -> ReorderStats {
-        ReorderStats::default()
+        self.stats
     }
-    /// Packets held now.
+
+    /// Packets held now (waiting in the window or ready to go out).
     pub fn len(&self) -> usize {
-        0
+        self.held + self.ready_len
     }
+
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        true
+        self.len() == 0
+    }
+}
+
+fn copy_out(data: &[u8], buf: &mut [u8]) -> Option<usize> {
+    let dst = buf.get_mut(..data.len())?;
+    dst.copy_from_slice(data);
+    Some(data.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn t(micros: u64) -> Instant {
+        Instant::from_micros(micros)
+    }
+
+    fn payload(seq: u64) -> [u8; 8] {
+        seq.to_be_bytes()
+    }
+
+    fn ins(rb: &mut ReorderBuffer, now: u64, seq: u64, deadline: Duration) -> Inserted {
+        rb.insert(t(now), seq, deadline, &payload(seq))
+    }
+
+    /// Everything `poll` gives at `now`, as sequence numbers.
+    fn drain(rb: &mut ReorderBuffer, now: Instant) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 64];
+        while let Some(n) = rb.poll(now, &mut buf) {
+            assert_eq!(n, 8);
+            out.push(u64::from_be_bytes(buf[..8].try_into().expect("8 bytes")));
+        }
+        out
+    }
+
+    #[test]
+    fn capacity_rounds_up() {
+        assert_eq!(ReorderBuffer::new(0).capacity(), 1);
+        assert_eq!(ReorderBuffer::new(5).capacity(), 8);
+        assert_eq!(ReorderBuffer::new(4096).capacity(), 4096);
+        assert_eq!(ReorderBuffer::new(usize::MAX).capacity(), 1 << 20);
+        assert_eq!(ReorderBuffer::new(8).history(), 1 << 16);
+        assert_eq!(ReorderBuffer::new(1 << 15).history(), 1 << 17);
+    }
+
+    #[test]
+    fn in_order_comes_out_at_once() {
+        let mut rb = ReorderBuffer::new(16);
+        assert!(rb.is_empty());
+        assert_eq!(rb.poll_timeout(), None);
+        for (i, seq) in (1000..1010).enumerate() {
+            assert_eq!(
+                ins(&mut rb, i as u64 * 10, seq, 10 * MS),
+                Inserted::Buffered
+            );
+            assert_eq!(rb.len(), 1);
+            assert_eq!(rb.poll_timeout(), Some(t(i as u64 * 10)));
+            assert_eq!(drain(&mut rb, t(i as u64 * 10)), [seq]);
+            assert!(rb.is_empty());
+        }
+        let s = rb.stats();
+        assert_eq!(
+            (s.in_order, s.reordered, s.skipped, s.wait_micros_max),
+            (10, 0, 0, 0)
+        );
+        assert_eq!(rb.next_expected(), Some(1010));
+    }
+
+    #[test]
+    fn gap_filled_before_deadline() {
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 1, 10 * MS);
+        assert_eq!(drain(&mut rb, t(0)), [1]);
+        assert_eq!(ins(&mut rb, 0, 3, 10 * MS), Inserted::Buffered);
+        assert_eq!(ins(&mut rb, 100, 4, 10 * MS), Inserted::Buffered);
+        assert_eq!(drain(&mut rb, t(9_999)), Vec::<u64>::new());
+        assert_eq!(rb.poll_timeout(), Some(t(10_000)));
+        assert_eq!(rb.len(), 2);
+        assert_eq!(ins(&mut rb, 5_000, 2, 10 * MS), Inserted::Buffered);
+        assert_eq!(drain(&mut rb, t(5_000)), [2, 3, 4]);
+        assert_eq!(rb.poll_timeout(), None);
+        let s = rb.stats();
+        assert_eq!((s.in_order, s.reordered, s.skipped), (2, 2, 0));
+        assert_eq!(s.wait_micros_max, 5_000);
+        assert_eq!(s.wait_micros_total, 5_000 + 4_900);
+    }
+
+    #[test]
+    fn gap_given_up_at_deadline_then_late_then_duplicate() {
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 1, 10 * MS);
+        drain(&mut rb, t(0));
+        ins(&mut rb, 0, 3, 10 * MS);
+        ins(&mut rb, 0, 4, 10 * MS);
+        assert_eq!(drain(&mut rb, t(10_000)), [3, 4]);
+        assert_eq!(rb.stats().skipped, 1);
+        assert_eq!(ins(&mut rb, 20_000, 2, 10 * MS), Inserted::Late);
+        assert_eq!(rb.poll_timeout(), Some(t(20_000)));
+        assert_eq!(drain(&mut rb, t(20_000)), [2]);
+        for seq in [1, 2, 3, 4] {
+            assert_eq!(ins(&mut rb, 30_000, seq, 10 * MS), Inserted::Duplicate);
+        }
+        assert!(rb.is_empty());
+        let s = rb.stats();
+        assert_eq!(
+            (s.late, s.duplicates, s.reordered, s.in_order),
+            (1, 4, 2, 1)
+        );
+    }
+
+    #[test]
+    fn late_packet_goes_out_before_held_ones() {
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 1, MS);
+        ins(&mut rb, 0, 3, MS);
+        assert_eq!(drain(&mut rb, t(1_000)), [1, 3]);
+        ins(&mut rb, 1_000, 5, MS);
+        assert_eq!(ins(&mut rb, 1_100, 2, MS), Inserted::Late);
+        assert_eq!(drain(&mut rb, t(1_100)), [2]);
+        assert_eq!(drain(&mut rb, t(2_000)), [5]);
+    }
+
+    #[test]
+    fn next_gap_timed_from_earliest_waiting_packet() {
+        // 6 arrives first, then 3: when gap 2 is given up, gap 4-5 has already been waited
+        // for since 6 arrived, so it goes at once.
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 1, 10 * MS);
+        drain(&mut rb, t(0));
+        ins(&mut rb, 0, 6, 10 * MS);
+        ins(&mut rb, 4_000, 3, 10 * MS);
+        assert_eq!(rb.poll_timeout(), Some(t(10_000)));
+        assert_eq!(drain(&mut rb, t(10_000)), [3, 6]);
+        assert_eq!(rb.stats().skipped, 3);
+
+        // 3 arrives first, then 6: gap 4-5 gets until 6's deadline.
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 1, 10 * MS);
+        drain(&mut rb, t(0));
+        ins(&mut rb, 0, 3, 10 * MS);
+        ins(&mut rb, 4_000, 6, 10 * MS);
+        assert_eq!(drain(&mut rb, t(10_000)), [3]);
+        assert_eq!(rb.poll_timeout(), Some(t(14_000)));
+        assert_eq!(drain(&mut rb, t(13_999)), Vec::<u64>::new());
+        assert_eq!(drain(&mut rb, t(14_000)), [6]);
+        assert_eq!(rb.stats().skipped, 3);
+        assert_eq!(rb.stats().wait_micros_max, 10_000);
+    }
+
+    #[test]
+    fn duplicate_while_held_and_zero_deadline() {
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 10, Duration::ZERO);
+        assert_eq!(ins(&mut rb, 0, 10, Duration::ZERO), Inserted::Duplicate);
+        ins(&mut rb, 0, 12, Duration::ZERO);
+        assert_eq!(ins(&mut rb, 0, 12, Duration::ZERO), Inserted::Duplicate);
+        // A zero deadline gives a gap up at the first poll.
+        assert_eq!(drain(&mut rb, t(0)), [10, 12]);
+        assert_eq!(rb.stats().duplicates, 2);
+    }
+
+    #[test]
+    fn first_packet_sets_start_earlier_ones_are_late() {
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 100, MS);
+        assert_eq!(ins(&mut rb, 0, 99, MS), Inserted::Late);
+        // Late packets go out before anything held in the window.
+        assert_eq!(drain(&mut rb, t(0)), [99, 100]);
+        assert_eq!(ins(&mut rb, 0, 99, MS), Inserted::Duplicate);
+    }
+
+    #[test]
+    fn overflow_flushes_in_order_and_skips() {
+        let mut rb = ReorderBuffer::new(8);
+        ins(&mut rb, 0, 0, 50 * MS);
+        drain(&mut rb, t(0));
+        for seq in 2..=8 {
+            assert_eq!(ins(&mut rb, 0, seq, 50 * MS), Inserted::Buffered);
+        }
+        assert_eq!(rb.len(), 7);
+        // 8 slots: window is [1, 9); 20 needs next = 13.
+        assert_eq!(ins(&mut rb, 1_000, 20, 50 * MS), Inserted::Overflow);
+        assert_eq!(rb.next_expected(), Some(13));
+        let s = rb.stats();
+        assert_eq!((s.overflows, s.skipped), (1, 1 + 4)); // 1, and 9..=12
+        assert_eq!(drain(&mut rb, t(1_000)), [2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(ins(&mut rb, 1_000, 8, 50 * MS), Inserted::Duplicate);
+        assert_eq!(ins(&mut rb, 1_000, 10, 50 * MS), Inserted::Late);
+        assert_eq!(drain(&mut rb, t(1_000)), [10]);
+        // 20 waits for 13..19 until its own deadline.
+        assert_eq!(rb.poll_timeout(), Some(t(51_000)));
+        assert_eq!(drain(&mut rb, t(51_000)), [20]);
+        assert_eq!(rb.stats().skipped, 5 + 7);
+    }
+
+    #[test]
+    fn far_ahead_resyncs_at_once() {
+        let mut rb = ReorderBuffer::new(16);
+        ins(&mut rb, 0, 5, MS);
+        ins(&mut rb, 0, 7, MS);
+        let far = 5 + rb.history() + 1;
+        assert_eq!(ins(&mut rb, 10, far, MS), Inserted::Buffered);
+        assert_eq!(rb.stats().resyncs, 1);
+        assert_eq!(rb.stats().skipped, 0);
+        // Old packets first, in order, then the new incarnation.
+        assert_eq!(drain(&mut rb, t(10)), [5, 7, far]);
+        ins(&mut rb, 10, far + 1, MS);
+        assert_eq!(drain(&mut rb, t(10)), [far + 1]);
+    }
+
+    #[test]
+    fn far_behind_needs_confirmation() {
+        let mut rb = ReorderBuffer::new(16);
+        let start = 1u64 << 40;
+        for seq in start..start + 10 {
+            ins(&mut rb, 0, seq, MS);
+        }
+        assert_eq!(drain(&mut rb, t(0)).len(), 10);
+        // A straggler from long ago, then normal traffic: ignored.
+        assert_eq!(ins(&mut rb, 1, 7, MS), Inserted::Duplicate);
+        assert_eq!(ins(&mut rb, 1, 8, MS), Inserted::Duplicate);
+        assert_eq!(ins(&mut rb, 1, start + 10, MS), Inserted::Buffered);
+        assert_eq!(ins(&mut rb, 1, 9, MS), Inserted::Duplicate);
+        assert_eq!(ins(&mut rb, 1, start + 11, MS), Inserted::Buffered);
+        assert_eq!(rb.stats().stale, 3);
+        assert_eq!(rb.stats().resyncs, 0);
+        // The peer restarted at 0: believed on the RESYNC_CONFIRM-th packet.
+        for seq in 0..u64::from(RESYNC_CONFIRM) - 1 {
+            assert_eq!(ins(&mut rb, 2, seq, MS), Inserted::Duplicate);
+        }
+        let confirm = u64::from(RESYNC_CONFIRM) - 1;
+        assert_eq!(ins(&mut rb, 2, confirm, MS), Inserted::Buffered);
+        assert_eq!(rb.stats().resyncs, 1);
+        assert_eq!(drain(&mut rb, t(2)), [start + 10, start + 11, confirm]);
+        ins(&mut rb, 3, confirm + 1, MS);
+        assert_eq!(drain(&mut rb, t(3)), [confirm + 1]);
+        // The unconfirmed first packets, arriving again, are late (not duplicates).
+        assert_eq!(ins(&mut rb, 3, 0, MS), Inserted::Late);
+        assert_eq!(drain(&mut rb, t(3)), [0]);
+    }
+
+    #[test]
+    fn beyond_history_behind_is_stale() {
+        let mut rb = ReorderBuffer::new(16);
+        let start = 1_000_000u64;
+        ins(&mut rb, 0, start, MS);
+        drain(&mut rb, t(0));
+        // next is start + 1; the history covers the `history - 1` numbers behind it.
+        let old = start + 1 - rb.history();
+        assert_eq!(ins(&mut rb, 0, old, MS), Inserted::Duplicate);
+        assert_eq!(rb.stats().stale, 1);
+        assert_eq!(ins(&mut rb, 0, old + 1, MS), Inserted::Late);
+        assert_eq!(rb.len(), 1);
+    }
+
+    #[test]
+    fn wraps_past_u64_max() {
+        let mut rb = ReorderBuffer::new(16);
+        let base = u64::MAX - 3;
+        let order = [0u64, 2, 1, 5, 3, 4, 7, 6];
+        let mut out = Vec::new();
+        for (i, off) in order.iter().enumerate() {
+            let seq = base.wrapping_add(*off);
+            assert_eq!(ins(&mut rb, i as u64, seq, MS), Inserted::Buffered);
+            out.extend(drain(&mut rb, t(i as u64)));
+        }
+        let want: Vec<u64> = (0..8).map(|o| base.wrapping_add(o)).collect();
+        assert_eq!(out, want);
+        assert_eq!(ins(&mut rb, 9, u64::MAX, MS), Inserted::Duplicate);
+        assert_eq!(ins(&mut rb, 9, 1, MS), Inserted::Duplicate);
+    }
+
+    #[test]
+    fn small_buffer_drops_and_counts() {
+        let mut rb = ReorderBuffer::new(16);
+        rb.insert(t(0), 1, MS, &[1; 100]);
+        rb.insert(t(0), 2, MS, &[2; 10]);
+        let mut buf = [0u8; 50];
+        assert_eq!(rb.poll(t(0), &mut buf), Some(10));
+        assert_eq!(buf[..10], [2; 10]);
+        assert_eq!(rb.stats().dropped, 1);
+        assert_eq!(rb.stats().in_order, 1);
+        assert!(rb.is_empty());
+        assert_eq!(rb.insert(t(0), 1, MS, &[1; 100]), Inserted::Duplicate);
+        // A late one that does not fit.
+        rb.insert(t(0), 4, Duration::ZERO, &[4; 10]);
+        assert_eq!(rb.poll(t(0), &mut buf), Some(10));
+        assert_eq!(rb.insert(t(0), 3, MS, &[3; 60]), Inserted::Late);
+        assert_eq!(rb.poll(t(0), &mut buf), None);
+        assert_eq!(rb.stats().dropped, 2);
+    }
+
+    #[test]
+    fn slots_are_reused_without_growing() {
+        let mut rb = ReorderBuffer::new(4);
+        let mut buf = [0u8; 1500];
+        for seq in 0..100u64 {
+            rb.insert(t(seq), seq, MS, &[seq as u8; 1400]);
+            assert_eq!(rb.poll(t(seq), &mut buf), Some(1400));
+        }
+        let ptrs: Vec<*const u8> = rb.slots.iter().map(|s| s.data.as_ptr()).collect();
+        for seq in 100..200u64 {
+            rb.insert(t(seq), seq, MS, &[seq as u8; 1000]);
+            assert_eq!(rb.poll(t(seq), &mut buf), Some(1000));
+            assert_eq!(buf[0], seq as u8);
+        }
+        let after: Vec<*const u8> = rb.slots.iter().map(|s| s.data.as_ptr()).collect();
+        assert_eq!(ptrs, after, "no slot reallocated");
+    }
+
+    /// A schedule: the primer `base`, then a permutation of `base+1 ..= base+n`, with extra
+    /// copies inserted at random places.
+    fn schedule() -> impl Strategy<Value = (u64, usize, Vec<u64>)> {
+        (
+            prop_oneof![any::<u64>(), Just(u64::MAX - 20), Just(0u64)],
+            prop_oneof![Just(4usize), Just(16), Just(64)],
+        )
+            .prop_flat_map(|(base, cap)| {
+                (1..=cap as u64).prop_flat_map(move |n| {
+                    let perm = Just((1..=n).collect::<Vec<u64>>()).prop_shuffle();
+                    let dups =
+                        proptest::collection::vec((any::<prop::sample::Index>(), 1..=n), 0..20);
+                    (perm, dups).prop_map(move |(mut order, dups)| {
+                        for (at, off) in dups {
+                            let i = at.index(order.len() + 1);
+                            order.insert(i, off);
+                        }
+                        (base, cap, order)
+                    })
+                })
+            })
+    }
+
+    proptest! {
+        /// Any permutation (with duplicates) within the deadline comes out in order,
+        /// exactly once.
+        #[test]
+        fn permutation_within_deadline_in_order_exactly_once((base, cap, order) in schedule(),
+                                                             step in 0u64..100) {
+            let deadline = Duration::from_micros(step * order.len() as u64 + 1);
+            let mut rb = ReorderBuffer::new(cap);
+            prop_assert_eq!(ins(&mut rb, 0, base, deadline), Inserted::Buffered);
+            let mut out = drain(&mut rb, t(0));
+            let mut seen = HashSet::new();
+            let mut dups = 0;
+            for (i, off) in order.iter().enumerate() {
+                let now = i as u64 * step;
+                let seq = base.wrapping_add(*off);
+                let r = ins(&mut rb, now, seq, deadline);
+                if seen.insert(off) {
+                    prop_assert_eq!(r, Inserted::Buffered);
+                } else {
+                    prop_assert_eq!(r, Inserted::Duplicate);
+                    dups += 1;
+                }
+                out.extend(drain(&mut rb, t(now)));
+            }
+            prop_assert!(rb.is_empty());
+            let n = seen.len() as u64;
+            let want: Vec<u64> = (0..=n).map(|o| base.wrapping_add(o)).collect();
+            prop_assert_eq!(out, want);
+            let s = rb.stats();
+            prop_assert_eq!(s.duplicates, dups);
+            prop_assert_eq!(s.in_order + s.reordered, n + 1);
+            prop_assert_eq!((s.skipped, s.late, s.overflows, s.stale), (0, 0, 0, 0));
+            prop_assert!(s.wait_micros_max < deadline.as_micros() as u64);
+        }
+
+        /// Packets sent at a steady pace over lossy paths with random delays and copies:
+        /// every packet received comes out exactly once, in increasing order except the
+        /// late ones, and none waits longer than the deadline.
+        #[test]
+        fn drops_delays_and_copies(
+            base in any::<u64>(),
+            cap in prop_oneof![Just(8usize), Just(32), Just(256)],
+            deadline_us in 0u64..5_000,
+            // (dropped if 0, path delay µs, delay of a second copy µs)
+            pkts in proptest::collection::vec(
+                (0u8..10, 0u64..8_000, proptest::option::of(0u64..8_000)),
+                1..300,
+            ),
+        ) {
+            let deadline = Duration::from_micros(deadline_us);
+            // (arrival, seq offset)
+            let mut arrivals = Vec::new();
+            for (i, (drop, delay, copy)) in pkts.iter().enumerate() {
+                let sent = i as u64 * 100;
+                if *drop == 0 {
+                    continue;
+                }
+                arrivals.push((sent + delay, i as u64));
+                if let Some(d) = copy {
+                    arrivals.push((sent + d, i as u64));
+                }
+            }
+            arrivals.sort();
+            let mut rb = ReorderBuffer::new(cap);
+            let mut out: Vec<(u64, bool)> = Vec::new(); // (offset, was late)
+            let mut late_set = HashSet::new();
+            let (mut n_late, mut n_dup) = (0u64, 0u64);
+            // Poll at every timeout up to `now`, as a driver would.
+            let poll_until = |rb: &mut ReorderBuffer,
+                              now: u64,
+                              out: &mut Vec<(u64, bool)>,
+                              late: &HashSet<u64>| {
+                let mut turns = 0;
+                while let Some(at) = rb.poll_timeout() {
+                    if at > t(now) { break; }
+                    turns += 1;
+                    assert!(turns < 10_000, "poll_timeout {at:?} is not honoured by poll");
+                    for s in drain(rb, at) {
+                        let off = s.wrapping_sub(base);
+                        out.push((off, late.contains(&off)));
+                    }
+                }
+            };
+            for &(at, off) in &arrivals {
+                poll_until(&mut rb, at, &mut out, &late_set);
+                match ins(&mut rb, at, base.wrapping_add(off), deadline) {
+                    Inserted::Late => { n_late += 1; late_set.insert(off); }
+                    Inserted::Duplicate => n_dup += 1,
+                    Inserted::Buffered | Inserted::Overflow => {}
+                }
+                for s in drain(&mut rb, t(at)) {
+                    let off = s.wrapping_sub(base);
+                    out.push((off, late_set.contains(&off)));
+                }
+            }
+            poll_until(&mut rb, u64::MAX / 4, &mut out, &late_set);
+            prop_assert!(rb.is_empty());
+
+            let received: HashSet<u64> = arrivals.iter().map(|a| a.1).collect();
+            let delivered: Vec<u64> = out.iter().map(|o| o.0).collect();
+            let unique: HashSet<u64> = delivered.iter().copied().collect();
+            prop_assert_eq!(unique.len(), delivered.len(), "a packet came out twice");
+            prop_assert_eq!(&unique, &received, "a received packet was lost");
+            let in_seq: Vec<u64> = out.iter().filter(|o| !o.1).map(|o| o.0).collect();
+            prop_assert!(in_seq.windows(2).all(|w| w[0] < w[1]), "out of order: {:?}", in_seq);
+
+            let s = rb.stats();
+            prop_assert_eq!(s.late, n_late);
+            prop_assert_eq!(s.duplicates + s.stale, n_dup);
+            prop_assert_eq!(s.in_order + s.reordered + s.late, delivered.len() as u64);
+            // Late ones were skipped, or came before the first packet seen.
+            let first = arrivals.first().map_or(0, |a| a.1);
+            prop_assert!(s.late <= s.skipped + first);
+            prop_assert!(s.wait_micros_max <= deadline_us, "waited {}", s.wait_micros_max);
+            prop_assert_eq!(s.resyncs, 0);
+        }
+
+        /// Arbitrary operations never panic, and once time runs far enough everything
+        /// held comes out.
+        #[test]
+        fn arbitrary_ops_never_panic(
+            cap in 1usize..40,
+            ops in proptest::collection::vec(
+                (
+                    0u8..4,
+                    prop_oneof![0u64..100, any::<u64>(), Just(u64::MAX)],
+                    0usize..40,
+                    0u64..3_000,
+                ),
+                0..200,
+            ),
+        ) {
+            let mut rb = ReorderBuffer::new(cap);
+            let mut now = 0u64;
+            let mut buf = vec![0u8; 64];
+            for (op, seq, len, dt) in ops {
+                now += dt;
+                match op {
+                    0 | 1 => { rb.insert(t(now), seq, Duration::from_micros(dt), &vec![7u8; len]); }
+                    2 => { let _ = rb.poll(t(now), &mut buf[..len]); }
+                    _ => {
+                        if let Some(at) = rb.poll_timeout() {
+                            let _ = rb.poll(at.max(t(now)), &mut buf);
+                        }
+                    }
+                }
+                prop_assert!(rb.len() <= 2 * rb.capacity());
+            }
+            while rb.poll(Instant::FAR_FUTURE, &mut buf).is_some() {}
+            prop_assert!(rb.is_empty());
+            prop_assert_eq!(rb.poll_timeout(), None);
+        }
     }
 }

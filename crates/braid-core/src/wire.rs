@@ -680,7 +680,8 @@ mod tests {
             prop_assert_eq!(parse(&buf[..n]), Ok((header, msg)));
             // The in-place path gives the same bytes.
             let mut buf2 = vec![0u8; n];
-            prop_assert_eq!(emit_data_header(&header, seq, path_seq, &mut buf2), Ok(DATA_HEADER_LEN));
+            let n2 = emit_data_header(&header, seq, path_seq, &mut buf2);
+            prop_assert_eq!(n2, Ok(DATA_HEADER_LEN));
             buf2[DATA_HEADER_LEN..].copy_from_slice(&payload);
             prop_assert_eq!(&buf[..n], &buf2[..]);
         }
@@ -724,7 +725,10 @@ mod tests {
         }
 
         #[test]
-        fn versioned_bytes_never_panic(ty in 0u8..6, rest in proptest::collection::vec(any::<u8>(), 0..48)) {
+        fn versioned_bytes_never_panic(
+            ty in 0u8..6,
+            rest in proptest::collection::vec(any::<u8>(), 0..48),
+        ) {
             // Force the right version so the type/length checks get exercised.
             let mut bytes = vec![VERSION, ty];
             bytes.extend_from_slice(&rest);
