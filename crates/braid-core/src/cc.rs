@@ -28,7 +28,7 @@ use crate::{wire::Ack, Instant};
 /// Congestion-control settings for one path.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CcConfig {
-    /// Pacing rate before any measurement, bit/s (configured `bps` if set, else 1 Mbit/s).
+    /// Pacing rate before any measurement, bit/s (configured `bps` if set, else 10 Mbit/s).
     pub initial_rate_bps: u64,
     /// Never pace below this, bit/s.
     pub min_rate_bps: u64,
@@ -39,7 +39,7 @@ pub struct CcConfig {
 impl Default for CcConfig {
     fn default() -> Self {
         Self {
-            initial_rate_bps: 1_000_000,
+            initial_rate_bps: 10_000_000,
             min_rate_bps: 64_000,
             max_rate_bps: 0,
         }
@@ -59,6 +59,8 @@ pub enum CcMode {
 
 /// Send records kept (datagrams in flight are capped below this).
 pub const SEND_RING: usize = 8192;
+/// Startup also ends when the smoothed RTT exceeds `1.25 × min_rtt` plus this.
+pub const STARTUP_DELAY_SLACK: Duration = Duration::from_millis(2);
 /// Pacing gain in Startup (2/ln 2).
 pub const STARTUP_GAIN: f64 = 2.885;
 /// Pacing gain cycle in ProbeBW, one phase per `min_rtt`.
@@ -655,6 +657,19 @@ impl PathCc {
                     self.filled_pipe = true;
                     self.prior_bw = 0;
                 }
+            }
+        }
+        // ...or when the RTT shows a queue building (delay-based exit, as HyStart++ and
+        // BBRv3 do): for a bond a standing queue in the network costs reordering
+        // margin on every other path, so Startup stops at the first sign of one.
+        if !self.filled_pipe && self.has_bw && self.has_min_rtt {
+            let base = Duration::from_micros(self.min_rtt.get());
+            if self
+                .srtt
+                .is_some_and(|s| s > base + base / 4 + STARTUP_DELAY_SLACK)
+            {
+                self.filled_pipe = true;
+                self.prior_bw = 0;
             }
         }
         let bw = if self.filled_pipe {
@@ -1313,7 +1328,11 @@ mod tests {
 
     #[test]
     fn pacer_spacing_and_burst_credit() {
-        let mut cc = PathCc::new(cfg(), Instant::ZERO); // 1 Mbit/s: 1400 B = 11.2 ms
+        let cfg = CcConfig {
+            initial_rate_bps: 1_000_000,
+            ..cfg()
+        };
+        let mut cc = PathCc::new(cfg, Instant::ZERO); // 1 Mbit/s: 1400 B = 11.2 ms
         let t0 = Instant::from_millis(1000);
         assert_eq!(cc.pacing_rate_bps(), 1_000_000);
         assert_eq!(cc.next_send_time(t0, LEN), Some(t0));

@@ -115,11 +115,13 @@ impl Deadline {
         self.late_bonus_us * 0.5f64.powf(age / LATE_DECAY.as_secs_f64())
     }
 
-    /// The deadline for a gap, given every path's delay track.
+    /// The deadline for a gap, given every path's delay track and `rtt_spread`: the
+    /// spread of half the probe RTTs of the live paths, known before any data flows.
     pub(crate) fn current<'a>(
         &self,
         now: Instant,
         tracks: impl Iterator<Item = &'a OwdTrack>,
+        rtt_spread: Duration,
     ) -> Duration {
         let mut lo = i64::MAX;
         let mut hi = f64::MIN;
@@ -127,11 +129,12 @@ impl Deadline {
             lo = lo.min(t.base());
             hi = hi.max(t.high());
         }
-        let spread_us = if lo == i64::MAX {
+        let owd_spread = if lo == i64::MAX {
             0.0
         } else {
             (hi - lo as f64).max(0.0)
         };
+        let spread_us = owd_spread.max(rtt_spread.as_micros() as f64);
         // A quarter on top of the spread for what the averages smooth away.
         let us = (spread_us * 1.25).max(FLOOR.as_micros() as f64) + self.bonus_at(now);
         Duration::from_micros(us as u64).min(self.max.max(FLOOR))
@@ -158,7 +161,7 @@ mod tests {
             d.sample(&mut fast, now, sent_fast);
             d.sample(&mut slow, now, sent_slow);
         }
-        let dl = d.current(ms(1200), [fast, slow].iter());
+        let dl = d.current(ms(1200), [fast, slow].iter(), Duration::ZERO);
         // 55 ms spread, no jitter, times 1.25.
         assert_eq!(dl, Duration::from_micros(68_750));
     }
@@ -171,19 +174,27 @@ mod tests {
         d.sample(&mut b, ms(0), 0u32.wrapping_sub(50_000));
         // Three seconds later only `a` is active.
         d.sample(&mut a, ms(3000), (3_000_000u32).wrapping_sub(0));
-        assert_eq!(d.current(ms(3000), [a, b].iter()), FLOOR);
+        assert_eq!(d.current(ms(3000), [a, b].iter(), Duration::ZERO), FLOOR);
     }
 
     #[test]
     fn late_packets_widen_then_decay() {
         let mut d = Deadline::new(Duration::from_millis(200));
         let none: [OwdTrack; 0] = [];
-        let before = d.current(ms(0), none.iter());
+        let before = d.current(ms(0), none.iter(), Duration::ZERO);
         d.on_late(ms(0), before);
-        let widened = d.current(ms(0), none.iter());
+        let widened = d.current(ms(0), none.iter(), Duration::ZERO);
         assert!(widened > before, "{widened:?} > {before:?}");
-        let later = d.current(ms(20_000), none.iter());
+        let later = d.current(ms(20_000), none.iter(), Duration::ZERO);
         assert!(later < FLOOR + Duration::from_micros(5), "{later:?}");
+    }
+
+    #[test]
+    fn probe_rtt_spread_is_a_floor() {
+        let d = Deadline::new(Duration::from_millis(500));
+        let none: [OwdTrack; 0] = [];
+        let dl = d.current(ms(0), none.iter(), Duration::from_millis(40));
+        assert_eq!(dl, Duration::from_millis(50));
     }
 
     #[test]
@@ -192,6 +203,9 @@ mod tests {
         let (mut a, mut b) = (OwdTrack::default(), OwdTrack::default());
         d.sample(&mut a, ms(0), 0);
         d.sample(&mut b, ms(0), 0u32.wrapping_sub(400_000));
-        assert_eq!(d.current(ms(0), [a, b].iter()), Duration::from_millis(50));
+        assert_eq!(
+            d.current(ms(0), [a, b].iter(), Duration::ZERO),
+            Duration::from_millis(50)
+        );
     }
 }

@@ -18,6 +18,8 @@ use crate::{Instant, PathId};
 pub(crate) const ACK_EVERY: u32 = 8;
 /// ...or this long after the first unacknowledged one.
 pub(crate) const ACK_DELAY: Duration = Duration::from_millis(2);
+/// Slack on top of twice the RTT before a path with unacknowledged data counts as stalled.
+const STALL_SLACK: Duration = Duration::from_millis(10);
 
 /// A packet waiting in braid for its path.
 #[derive(Debug)]
@@ -97,6 +99,8 @@ pub(crate) struct Link {
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
     pub(crate) downs: u64,
+    /// When the peer last acknowledged data on this path (or the path last came up).
+    pub(crate) last_ack: Instant,
 }
 
 impl Link {
@@ -120,6 +124,7 @@ impl Link {
             tx_packets: 0,
             tx_bytes: 0,
             downs: 0,
+            last_ack: now,
         }
     }
 
@@ -138,6 +143,50 @@ impl Link {
         Some(q)
     }
 
+    /// How long data may go unacknowledged before the path counts as stalled: twice
+    /// the smoothed RTT plus the receiver's ack delay and some slack.
+    fn stall_timeout(&self) -> Duration {
+        let srtt = self.srtt().unwrap_or(Duration::from_millis(100));
+        srtt * 2 + ACK_DELAY + STALL_SLACK
+    }
+
+    /// Data is in flight and nothing has been acknowledged for [`Self::stall_timeout`]:
+    /// the path is probably dead. It takes no new packets until an ack (or its health
+    /// state machine) says otherwise.
+    pub(crate) fn stalled(&self, now: Instant) -> bool {
+        self.cc.inflight_bytes() > 0 && now.saturating_since(self.last_ack) > self.stall_timeout()
+    }
+
+    /// When the path will count as stalled if no ack comes.
+    pub(crate) fn stall_deadline(&self) -> Option<Instant> {
+        (self.is_up() && self.cc.inflight_bytes() > 0 && !self.queue.is_empty())
+            .then(|| self.last_ack + self.stall_timeout() + Duration::from_micros(1))
+    }
+
+    /// How fast this path's queue drains, bit/s: the measured capacity once known;
+    /// before that, the pacing rate or what the congestion window lets through per
+    /// round trip, whichever is lower (a new path on a long RTT is window-limited).
+    pub(crate) fn drain_rate_bps(&self) -> u64 {
+        let capacity = self.cc.capacity_bps();
+        if capacity > 0 {
+            return capacity;
+        }
+        let pacing = self.cc.pacing_rate_bps();
+        match self.srtt() {
+            Some(rtt) if !rtt.is_zero() => {
+                let window = self.cc.cwnd_bytes() as u128 * 8_000_000 / rtt.as_micros();
+                pacing.min(u64::try_from(window).unwrap_or(u64::MAX))
+            }
+            _ => pacing,
+        }
+    }
+
+    /// How long the queue takes to drain at [`Self::drain_rate_bps`].
+    pub(crate) fn queue_delay(&self) -> Duration {
+        let rate = self.drain_rate_bps().max(1);
+        Duration::from_micros(self.queued_bytes.saturating_mul(8_000_000) / rate)
+    }
+
     /// Empty the queue, returning what it held.
     pub(crate) fn take_queue(&mut self) -> VecDeque<Queued> {
         self.queued_bytes = 0;
@@ -149,15 +198,32 @@ impl Link {
         self.cc.srtt().or_else(|| self.health.srtt())
     }
 
-    pub(crate) fn state(&self) -> PathState {
+    /// Expected one-way delay of a packet sent now: half the base RTT, plus the queue
+    /// in the network implied by what is in flight beyond one bandwidth-delay product.
+    /// Fresh on every call, unlike a smoothed RTT that an idle path never updates.
+    fn one_way_delay(&self) -> Duration {
+        let Some(base) = self.cc.min_rtt().or_else(|| self.health.srtt()) else {
+            return Duration::ZERO;
+        };
+        let rate = self.cc.capacity_bps();
+        if rate == 0 {
+            return self.srtt().unwrap_or(base) / 2;
+        }
+        let bdp = rate as u128 * base.as_micros() / 8_000_000;
+        let excess = (self.cc.inflight_bytes() as u128).saturating_sub(bdp);
+        let queued = Duration::from_micros((excess * 8_000_000 / rate as u128) as u64);
+        base / 2 + queued
+    }
+
+    pub(crate) fn state(&self, now: Instant) -> PathState {
         PathState {
             id: self.id,
-            usable: self.is_up(),
+            usable: self.is_up() && !self.stalled(now),
             bps: self.cfg.bps,
-            rate_bps: self.cc.capacity_bps(),
+            rate_bps: self.drain_rate_bps(),
             queued_bytes: self.queued_bytes,
             inflight_bytes: self.cc.inflight_bytes(),
-            one_way_delay: self.srtt().map_or(Duration::ZERO, |d| d / 2),
+            one_way_delay: self.one_way_delay(),
             prio: self.cfg.prio,
         }
     }

@@ -208,10 +208,22 @@ impl Bond {
             self.counters.drop_too_big += 1;
             return;
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         self.refresh_states();
         let choice = self.scheduler.choose(now, packet, &self.states);
+        // Drop here, before the packet is numbered, if its path's queue already holds
+        // more than `queue_max_delay` at the path's pace: a numbered packet that is
+        // dropped later leaves a gap the receiver has to wait out.
+        if let Choice::One(id) = choice {
+            if self
+                .index(id)
+                .is_some_and(|i| self.links[i].queue_delay() > self.cfg.queue_max_delay)
+            {
+                self.counters.drop_queue += 1;
+                return;
+            }
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let buf = self.copy_into_buffer(packet);
         self.enqueue(now, choice, seq, buf);
     }
@@ -292,7 +304,8 @@ impl Bond {
 
     fn refresh_states(&mut self) {
         self.states.clear();
-        self.states.extend(self.links.iter().map(Link::state));
+        let now = self.now;
+        self.states.extend(self.links.iter().map(|l| l.state(now)));
     }
 
     fn index(&self, id: PathId) -> Option<usize> {
@@ -336,7 +349,11 @@ impl Bond {
                 let t = self.links[i].health.on_probe_ack(now, probe_seq, hold);
                 self.apply(now, i, t);
             }
-            Message::Ack(ack) => self.links[i].cc.on_ack(now, &ack),
+            Message::Ack(ack) => {
+                let link = &mut self.links[i];
+                link.cc.on_ack(now, &ack);
+                link.last_ack = now;
+            }
         }
     }
 
@@ -442,9 +459,12 @@ impl Bond {
                 return None;
             }
             let q = link.pop()?;
+            // Data carries the time its sequence number was assigned, not the time it
+            // left: the receiver's delay spread then includes the wait in braid's queue,
+            // which reorders packets just as much as the network does.
             let header = Header {
                 path: link.id.0,
-                timestamp: now.wire_micros(),
+                timestamp: q.enqueued.wire_micros(),
             };
             let path_seq = link.next_path_seq;
             wire::emit_data_header(&header, q.seq, path_seq, buf).ok()?;
@@ -452,6 +472,10 @@ impl Bond {
             link.next_path_seq = path_seq.wrapping_add(1);
             link.tx_packets += 1;
             link.tx_bytes += len as u64;
+            if link.cc.inflight_bytes() == 0 {
+                // The stall clock starts with the first packet after an idle spell.
+                link.last_ack = now;
+            }
             let app_limited = link.queue.is_empty();
             link.cc.on_send(now, path_seq, len, app_limited);
             self.recycle(q.buf);
@@ -481,6 +505,7 @@ impl Bond {
         for link in &self.links {
             merge(Some(link.health.poll_timeout()));
             merge(link.next_transmit(now));
+            merge(link.stall_deadline());
         }
         next
     }
@@ -491,6 +516,14 @@ impl Bond {
         for i in 0..self.links.len() {
             let t = self.links[i].health.handle_timeout(now);
             self.apply(now, i, t);
+            if self.links[i].is_up()
+                && self.links[i].stalled(now)
+                && !self.links[i].queue.is_empty()
+            {
+                // Acks stopped: hand the queue over now rather than after `down_after`.
+                let (id, packets) = (self.links[i].id, self.links[i].take_queue());
+                self.reschedule(now, id, packets);
+            }
             if let Some(seq) = self.links[i].health.poll_probe(now) {
                 self.links[i].probe_out = Some(seq);
             }
@@ -507,8 +540,16 @@ impl Bond {
     }
 
     fn current_deadline(&self, now: Instant) -> Duration {
+        let (mut lo, mut hi) = (Duration::MAX, Duration::ZERO);
+        for l in self.links.iter().filter(|l| l.is_up()) {
+            if let Some(rtt) = l.health.srtt() {
+                lo = lo.min(rtt / 2);
+                hi = hi.max(rtt / 2 + l.health.rttvar() * 2);
+            }
+        }
+        let rtt_spread = hi.saturating_sub(lo);
         self.deadline
-            .current(now, self.links.iter().map(|l| &l.owd))
+            .current(now, self.links.iter().map(|l| &l.owd), rtt_spread)
     }
 
     /// Figures for `braid status`.
