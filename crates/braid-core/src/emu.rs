@@ -161,7 +161,8 @@ impl Emulator {
                 self.stats.dropped_queue += 1;
                 return false;
             }
-            let tx_ns = mul_div(packet.len() as u64 * 8, 1_000_000_000, self.rate_bps);
+            // Round the serialisation time up, so the link never runs faster than its rate.
+            let tx_ns = mul_div_ceil(packet.len() as u64 * 8, 1_000_000_000, self.rate_bps);
             self.busy_until_ns = start_ns.saturating_add(tx_ns);
             // Fully serialised at `busy_until`; round up to whole microseconds.
             Instant::from_micros(self.busy_until_ns.div_ceil(1000))
@@ -274,6 +275,13 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// `a * b / c` without overflow, saturating.
+fn mul_div_ceil(a: u64, b: u64, c: u64) -> u64 {
+    if c == 0 {
+        return u64::MAX;
+    }
+    u64::try_from((u128::from(a) * u128::from(b)).div_ceil(u128::from(c))).unwrap_or(u64::MAX)
+}
+
 fn mul_div(a: u64, b: u64, c: u64) -> u64 {
     if c == 0 {
         return u64::MAX;

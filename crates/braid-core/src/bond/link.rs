@@ -8,7 +8,7 @@ use core::time::Duration;
 use super::deadline::OwdTrack;
 use super::status::PathStatus;
 use super::PathConfig;
-use crate::cc::PathCc;
+use crate::cc::{CcMode, PathCc};
 use crate::path::{HealthConfig, LinkState, PathHealth};
 use crate::sched::PathState;
 use crate::wire::Ack;
@@ -168,10 +168,13 @@ impl Link {
     /// round trip, whichever is lower (a new path on a long RTT is window-limited).
     pub(crate) fn drain_rate_bps(&self) -> u64 {
         let capacity = self.cc.capacity_bps();
-        if capacity > 0 {
+        // Before Startup has found the capacity, an estimate from a few app-limited
+        // packets can be far too low, and a scheduler that believed it would starve the
+        // path it needs to measure: trust the pace instead.
+        if capacity > 0 && self.cc.mode() != CcMode::Startup {
             return capacity;
         }
-        let pacing = self.cc.pacing_rate_bps();
+        let pacing = self.cc.pacing_rate_bps().max(capacity);
         match self.srtt() {
             Some(rtt) if !rtt.is_zero() => {
                 let window = self.cc.cwnd_bytes() as u128 * 8_000_000 / rtt.as_micros();

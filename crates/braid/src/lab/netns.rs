@@ -437,8 +437,9 @@ impl Topology {
     /// Limit path `i` to `rate_bps` with tbf on both ends' egress.
     pub fn set_rate(&self, i: usize, rate_bps: u64) -> Result<()> {
         let link = self.links.get(i).ok_or_else(|| anyhow!("no path {i}"))?;
-        // Bucket of 10 ms at rate (at least a few full-size packets), queue of 50 ms.
-        let burst = (rate_bps / 8 / 100).max(15_000);
+        // Bucket of 2 ms at rate (at least two full-size packets), queue of 50 ms: a
+        // link that serialises packets, not one that passes 10 ms bursts at line rate.
+        let burst = (rate_bps / 8 / 500).max(3_200);
         for (ns, dev) in [(&self.ns_a, &link.dev_a), (&self.ns_b, &link.dev_b)] {
             run_ok(Command::new("tc").args([
                 "-n",
