@@ -17,6 +17,7 @@
 //! | 0 | [`Message::Data`] | `seq u64 \| path_seq u32 \| payload` | 20 + payload |
 //! | 1 | [`Message::Probe`] | `probe_seq u32` | 12 |
 //! | 2 | [`Message::ProbeAck`] | `probe_seq u32 \| echo_timestamp u32 \| hold_us u32` | 20 |
+//! | 4 | [`Message::PinnedData`] | as `Data` | 20 + payload |
 //! | 3 | [`Message::Ack`] | `highest_path_seq u32 \| rx_bytes u64 \| rx_packets u64 \| echo_timestamp u32 \| hold_us u32` | 36 |
 //!
 //! Control messages (every type but `Data`) may carry trailing bytes; this version ignores
@@ -113,6 +114,17 @@ pub enum Message<'a> {
         /// The IP packet.
         payload: &'a [u8],
     },
+    /// An IP packet whose flow the sender keeps on this one path (xor, active-backup):
+    /// the path keeps the flow in order, so the receiver delivers it without waiting for
+    /// gaps left by other paths (duplicates are still dropped). Same layout as `Data`.
+    PinnedData {
+        /// Bond-wide sequence number.
+        seq: u64,
+        /// Per-path sequence number.
+        path_seq: u32,
+        /// The IP packet.
+        payload: &'a [u8],
+    },
     /// A liveness probe.
     Probe {
         /// Probe number.
@@ -136,6 +148,7 @@ impl Message<'_> {
     pub fn message_type(&self) -> MessageType {
         match self {
             Message::Data { .. } => MessageType::Data,
+            Message::PinnedData { .. } => MessageType::PinnedData,
             Message::Probe { .. } => MessageType::Probe,
             Message::ProbeAck { .. } => MessageType::ProbeAck,
             Message::Ack(_) => MessageType::Ack,
@@ -145,7 +158,9 @@ impl Message<'_> {
     /// Bytes [`emit`] writes for it (for `Data`, header plus payload).
     pub fn wire_len(&self) -> usize {
         match self {
-            Message::Data { payload, .. } => DATA_HEADER_LEN + payload.len(),
+            Message::Data { payload, .. } | Message::PinnedData { payload, .. } => {
+                DATA_HEADER_LEN + payload.len()
+            }
             other => other.message_type().min_len(),
         }
     }
@@ -163,13 +178,15 @@ pub enum MessageType {
     ProbeAck = 2,
     /// Receiver feedback.
     Ack = 3,
+    /// An IP packet of a flow pinned to its path: no reordering needed.
+    PinnedData = 4,
 }
 
 impl MessageType {
     /// The shortest valid datagram of this type (for `Data`, an empty payload).
     pub const fn min_len(self) -> usize {
         match self {
-            MessageType::Data => DATA_HEADER_LEN,
+            MessageType::Data | MessageType::PinnedData => DATA_HEADER_LEN,
             MessageType::Probe => PROBE_LEN,
             MessageType::ProbeAck => PROBE_ACK_LEN,
             MessageType::Ack => ACK_LEN,
@@ -185,6 +202,7 @@ impl TryFrom<u8> for MessageType {
             1 => Ok(MessageType::Probe),
             2 => Ok(MessageType::ProbeAck),
             3 => Ok(MessageType::Ack),
+            4 => Ok(MessageType::PinnedData),
             other => Err(WireError::UnknownType(other)),
         }
     }
@@ -327,6 +345,11 @@ fn decode(b: &[u8], ty: MessageType) -> Message<'_> {
             path_seq: get_u32(b, field::PATH_SEQ),
             payload: b.get(DATA_HEADER_LEN..).unwrap_or(&[]),
         },
+        MessageType::PinnedData => Message::PinnedData {
+            seq: get_u64(b, field::SEQ),
+            path_seq: get_u32(b, field::PATH_SEQ),
+            payload: b.get(DATA_HEADER_LEN..).unwrap_or(&[]),
+        },
         MessageType::Probe => Message::Probe {
             probe_seq: get_u32(b, field::PROBE_SEQ),
         },
@@ -375,6 +398,11 @@ pub fn emit(header: &Header, msg: &Message<'_>, buf: &mut [u8]) -> Result<usize,
             seq,
             path_seq,
             payload,
+        }
+        | Message::PinnedData {
+            seq,
+            path_seq,
+            payload,
         } => {
             put(buf, field::SEQ, &seq.to_be_bytes());
             put(buf, field::PATH_SEQ, &path_seq.to_be_bytes());
@@ -419,10 +447,21 @@ pub fn emit_data_header(
     path_seq: u32,
     buf: &mut [u8],
 ) -> Result<usize, WireError> {
+    emit_data_header_as(header, MessageType::Data, seq, path_seq, buf)
+}
+
+/// [`emit_data_header`] with the type given: `Data` or `PinnedData`.
+pub fn emit_data_header_as(
+    header: &Header,
+    ty: MessageType,
+    seq: u64,
+    path_seq: u32,
+    buf: &mut [u8],
+) -> Result<usize, WireError> {
     if buf.len() < DATA_HEADER_LEN {
         return Err(WireError::BufferTooSmall);
     }
-    emit_header(header, MessageType::Data, buf);
+    emit_header(header, ty, buf);
     put(buf, field::SEQ, &seq.to_be_bytes());
     put(buf, field::PATH_SEQ, &path_seq.to_be_bytes());
     Ok(DATA_HEADER_LEN)
@@ -592,7 +631,7 @@ mod tests {
                 assert_eq!(parse(&b), Err(WireError::UnknownVersion(v)));
                 assert_eq!(parse(&b[..1]), Err(WireError::UnknownVersion(v)));
             }
-            for t in [4u8, 5, 0x7f, 0xff] {
+            for t in [5u8, 6, 0x7f, 0xff] {
                 let mut b = bytes.clone();
                 b[1] = t;
                 assert_eq!(parse(&b), Err(WireError::UnknownType(t)));
@@ -733,9 +772,9 @@ mod tests {
             let mut bytes = vec![VERSION, ty];
             bytes.extend_from_slice(&rest);
             let r = parse(&bytes);
-            if ty > 3 && bytes.len() >= HEADER_LEN {
+            if ty > 4 && bytes.len() >= HEADER_LEN {
                 prop_assert_eq!(r, Err(WireError::UnknownType(ty)));
-            } else if ty <= 3 {
+            } else if ty <= 4 {
                 let ok = bytes.len() >= MessageType::try_from(ty).expect("known").min_len();
                 prop_assert_eq!(r.is_ok(), ok);
             }

@@ -31,7 +31,7 @@ use crate::cc::CcConfig;
 use crate::path::{HealthConfig, LinkState, Transition};
 use crate::reorder::{Inserted, ReorderBuffer};
 use crate::sched::{Choice, PathState, Scheduler, SchedulerConfig};
-use crate::wire::{self, Header, Message, DATA_HEADER_LEN};
+use crate::wire::{self, Header, Message, MessageType, DATA_HEADER_LEN};
 use crate::{Instant, PathId};
 
 /// Most paths one bond carries.
@@ -330,16 +330,12 @@ impl Bond {
                 seq,
                 path_seq,
                 payload,
-            } => {
-                let link = &mut self.links[i];
-                link.rx
-                    .on_data(now, path_seq, header.timestamp, bytes.len());
-                self.deadline.sample(&mut link.owd, now, header.timestamp);
-                let deadline = self.current_deadline(now);
-                if self.reorder.insert(now, seq, deadline, payload) == Inserted::Late {
-                    self.deadline.on_late(now, deadline);
-                }
-            }
+            } => self.receive_data(now, i, &header, seq, path_seq, payload, bytes.len(), true),
+            Message::PinnedData {
+                seq,
+                path_seq,
+                payload,
+            } => self.receive_data(now, i, &header, seq, path_seq, payload, bytes.len(), false),
             Message::Probe { probe_seq } => {
                 self.links[i].probe_ack_out = Some((probe_seq, header.timestamp, now));
             }
@@ -354,6 +350,37 @@ impl Bond {
                 link.cc.on_ack(now, &ack);
                 link.last_ack = now;
             }
+        }
+    }
+
+    /// A data datagram on link `i`. `ordered`: wait for gaps (striping policies); else
+    /// the sender pinned the flow to this path, which keeps it in order by itself, and the
+    /// packet goes out at once (a zero deadline: only duplicates are dropped).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; a struct would only rename them"
+    )]
+    fn receive_data(
+        &mut self,
+        now: Instant,
+        i: usize,
+        header: &Header,
+        seq: u64,
+        path_seq: u32,
+        payload: &[u8],
+        wire_len: usize,
+        ordered: bool,
+    ) {
+        let link = &mut self.links[i];
+        link.rx.on_data(now, path_seq, header.timestamp, wire_len);
+        self.deadline.sample(&mut link.owd, now, header.timestamp);
+        let deadline = if ordered {
+            self.current_deadline(now)
+        } else {
+            Duration::ZERO
+        };
+        if self.reorder.insert(now, seq, deadline, payload) == Inserted::Late && ordered {
+            self.deadline.on_late(now, deadline);
         }
     }
 
@@ -439,6 +466,11 @@ impl Bond {
 
     fn data_transmit(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
         let max_delay = self.cfg.queue_max_delay;
+        let kind = if self.scheduler.pins_flows() {
+            MessageType::PinnedData
+        } else {
+            MessageType::Data
+        };
         loop {
             let link = &mut self.links[i];
             if !link.is_up() {
@@ -467,7 +499,7 @@ impl Bond {
                 timestamp: q.enqueued.wire_micros(),
             };
             let path_seq = link.next_path_seq;
-            wire::emit_data_header(&header, q.seq, path_seq, buf).ok()?;
+            wire::emit_data_header_as(&header, kind, q.seq, path_seq, buf).ok()?;
             buf[DATA_HEADER_LEN..len].copy_from_slice(&q.buf);
             link.next_path_seq = path_seq.wrapping_add(1);
             link.tx_packets += 1;

@@ -323,6 +323,10 @@ impl Scheduler for ActiveBackup {
         "active-backup"
     }
 
+    fn pins_flows(&self) -> bool {
+        true
+    }
+
     fn choose(&mut self, now: Instant, _packet: &[u8], paths: &[PathState]) -> Choice {
         self.inspect(now, paths);
         match self.active {

@@ -74,6 +74,13 @@ pub trait Scheduler: Send + core::fmt::Debug {
     /// order they were added; unusable paths are included with `usable == false`.
     fn choose(&mut self, now: Instant, packet: &[u8], paths: &[PathState]) -> Choice;
 
+    /// True when the policy keeps every flow on one path (xor, active-backup): the path
+    /// keeps the flow in order, so the receiver need not wait for gaps left by other
+    /// paths. Data then goes as [`crate::wire::Message::PinnedData`].
+    fn pins_flows(&self) -> bool {
+        false
+    }
+
     /// Returns the next time at which [`Scheduler::handle_timeout`] should be called.
     fn poll_timeout(&self) -> Option<Instant> {
         None

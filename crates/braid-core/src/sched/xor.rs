@@ -17,6 +17,10 @@ impl Scheduler for Xor {
         "xor"
     }
 
+    fn pins_flows(&self) -> bool {
+        true
+    }
+
     fn choose(&mut self, _now: Instant, packet: &[u8], paths: &[PathState]) -> Choice {
         let count = paths.iter().filter(|p| p.usable).count();
         if count == 0 {

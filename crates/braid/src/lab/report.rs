@@ -75,8 +75,8 @@ pub fn table(results: &[ScenarioResult]) -> String {
             .join(", ");
         let _ = writeln!(
             out,
-            "{}: {} (paths alone, Mbit/s: {single})",
-            s.scenario, s.description
+            "{}: {} (paths alone, Mbit/s: {single}; TCP {}, first {} s left out)",
+            s.scenario, s.description, s.tcp_cc, s.warmup_s
         );
     }
     let rows: Vec<Vec<String>> = results

@@ -128,6 +128,10 @@ pub struct ScenarioResult {
     pub description: String,
     /// Single-path TCP goodput over the bare veth, per path, Mbit/s.
     pub single_mbit: Vec<(String, f64)>,
+    /// The inner TCP's congestion control.
+    pub tcp_cc: String,
+    /// Seconds left out of goodput figures at the start of each run.
+    pub warmup_s: f64,
     /// The tests.
     pub tests: Vec<TestResult>,
 }
@@ -345,8 +349,12 @@ pub fn iperf_client(
     secs: u64,
     flows: u32,
     udp_mbit: Option<f64>,
+    tcp_cc: &str,
 ) -> Result<Proc> {
     let mut cmd = netns::ns_command(ns, "iperf3");
+    if udp_mbit.is_none() {
+        cmd.args(["-C", tcp_cc]);
+    }
     cmd.args([
         "-c",
         addr,
@@ -391,15 +399,23 @@ pub fn measure_single_path(
     topo: &Topology,
     i: usize,
     secs: u64,
+    sc: &Scenario,
     progress: &Progress,
 ) -> Result<f64> {
     let link = topo.links.get(i).ok_or_else(|| anyhow!("no path {i}"))?;
     let addr = link.addr_b.to_string();
     let server = iperf_server(&topo.ns_b, &addr)?;
-    let client = iperf_client(&topo.ns_a, &addr, secs, 1, None)?;
+    let client = iperf_client(&topo.ns_a, &addr, secs, 1, None, &sc.tcp_cc)?;
     progress.phase(&format!("path {i} alone"), secs);
     let r = iperf_finish(server, client, secs)?;
-    Ok(r.goodput_bps)
+    Ok(after_warmup(&r, sc, secs))
+}
+
+/// Goodput without the scenario's warm-up seconds (whole-run goodput if the intervals
+/// do not cover it).
+fn after_warmup(r: &IperfResult, sc: &Scenario, secs: u64) -> f64 {
+    let warmup = sc.warmup_s.clamp(0.0, secs as f64 / 2.0);
+    iperf::goodput_between(&r.intervals, warmup, secs as f64).unwrap_or(r.goodput_bps)
 }
 
 /// Run every test of a scenario.
@@ -418,7 +434,7 @@ pub fn run_scenario(
     let mut single = Vec::new();
     for (i, p) in sc.paths.iter().enumerate() {
         let bps = if sc.baseline_s > 0 {
-            let measured = measure_single_path(&topo, i, sc.baseline_s, progress)?;
+            let measured = measure_single_path(&topo, i, sc.baseline_s, sc, progress)?;
             // The emulator's rate limit is not on the bare veth: cap by it.
             match (p.rate_mbit, p.nominal_bps()) {
                 (None, Some(n)) => measured.min(n as f64),
@@ -436,6 +452,8 @@ pub fn run_scenario(
         tests.push(r);
     }
     Ok(ScenarioResult {
+        tcp_cc: sc.tcp_cc.clone(),
+        warmup_s: sc.warmup_s,
         scenario: sc.name.clone(),
         description: sc.description.clone(),
         single_mbit: single,
@@ -504,7 +522,14 @@ fn run_test(
         netns::cpu_time(daemons.a.pid()),
         netns::cpu_time(daemons.b.pid()),
     );
-    let mut client = iperf_client(&topo.ns_a, "10.200.0.2", secs, t.flows, t.udp_mbit)?;
+    let mut client = iperf_client(
+        &topo.ns_a,
+        "10.200.0.2",
+        secs,
+        t.flows,
+        t.udp_mbit,
+        &sc.tcp_cc,
+    )?;
     let t0 = now();
     progress.phase(&t.label(), secs);
 
@@ -573,7 +598,7 @@ fn run_test(
         _ => 0.0,
     };
     let s_mbit: f64 = single.iter().map(|s| s.1).sum();
-    let goodput_mbit = ip.goodput_bps / 1e6;
+    let goodput_mbit = after_warmup(&ip, sc, secs) / 1e6;
     let p0 = paths_of(&a0);
     let p1 = paths_of(&a1);
     let paths: Vec<PathResult> = p1

@@ -48,6 +48,15 @@ pub struct Scenario {
     /// (0 = do not measure; S is then the sum of the configured rates).
     #[serde(default = "default_baseline")]
     pub baseline_s: u64,
+    /// The inner TCP's congestion control (iperf3 `-C`), for the bond and the baselines
+    /// alike (default `cubic`, Linux's usual default).
+    #[serde(default = "default_tcp_cc")]
+    pub tcp_cc: String,
+    /// Seconds at the start of every run left out of goodput figures (TCP slow start and
+    /// the paths' own start-up), for the bond and the baselines alike (default 2; at most
+    /// half a run).
+    #[serde(default = "default_warmup")]
+    pub warmup_s: f64,
     /// The `[bond]` section of both daemons' configs.
     pub bond: BondSpec,
     /// The paths.
@@ -60,6 +69,14 @@ pub struct Scenario {
 
 fn default_duration() -> u64 {
     10
+}
+
+fn default_tcp_cc() -> String {
+    "cubic".into()
+}
+
+fn default_warmup() -> f64 {
+    2.0
 }
 
 fn default_baseline() -> u64 {
