@@ -209,7 +209,26 @@ impl Bond {
             return;
         }
         self.refresh_states();
-        let choice = self.scheduler.choose(now, packet, &self.states);
+        let mut choice = self.scheduler.choose(now, packet, &self.states);
+        // A path whose queue already holds `queue_max_delay` cannot take more: where the
+        // kernel would drop at that slave's full queue, braid offers the packet to the
+        // policy's next choice. Not for policies that pin flows (a flow would move).
+        if !self.scheduler.pins_flows() {
+            for _ in 0..self.links.len() {
+                let Choice::One(id) = choice else { break };
+                if !self
+                    .index(id)
+                    .is_some_and(|i| self.links[i].queue_delay() > self.cfg.queue_max_delay)
+                {
+                    break;
+                }
+                match self.states.iter_mut().find(|s| s.id == id) {
+                    Some(s) if s.usable => s.usable = false,
+                    _ => break,
+                }
+                choice = self.scheduler.choose(now, packet, &self.states);
+            }
+        }
         // Drop here, before the packet is numbered, if its path's queue already holds
         // more than `queue_max_delay` at the path's pace: a numbered packet that is
         // dropped later leaves a gap the receiver has to wait out.

@@ -284,7 +284,12 @@ fn pinned_flows_are_not_held_for_other_paths() {
     // Every packet arrived once (but those dropped, counted, while the far path's window
     // was still opening: xor cannot steer around it), nothing waited for the other path...
     let dropped = pair.a.status().counters.drop_queue;
-    assert_eq!(pair.delivered_b.len() as u64, src.sent - dropped, "{:?}", st.reorder);
+    assert_eq!(
+        pair.delivered_b.len() as u64,
+        src.sent - dropped,
+        "{:?}",
+        st.reorder
+    );
     assert_eq!(st.reorder.wait_micros_max, 0, "{:?}", st.reorder);
     // ...and each flow is in order on its own.
     for flow in 0..16u16 {
@@ -299,4 +304,29 @@ fn pinned_flows_are_not_held_for_other_paths() {
     }
     // Both paths carried flows.
     assert!(pair.a.status().paths.iter().all(|p| p.tx_packets > 100));
+}
+
+#[test]
+fn eql_overflow_goes_to_the_other_path_and_neither_starves() {
+    let cfg = BondConfig {
+        scheduler: SchedulerConfig::Eql,
+        ..BondConfig::default()
+    };
+    let mut pair = Pair::new(cfg);
+    // Links at the EQL priorities: 5.76 and 1.44 Mbit/s (the HOWTO's 57600/14400 x 100).
+    for (name, bps, seed) in [("fast", 5_760_000, 1), ("slow", 1_440_000, 2)] {
+        let emu = EmuConfig {
+            rate_bps: bps,
+            ..link(0, 5, seed)
+        };
+        pair.add_path(PathConfig { bps, ..path(name) }, emu);
+    }
+    // Saturating: 9 Mbit/s offered to 7.2.
+    let mut src = Source::new(9, 1000, 11_000);
+    pair.run_until(Instant::from_millis(11_000), |p| src.feed(p));
+    let st = pair.a.status();
+    let (f, s) = (st.paths[0].tx_bytes, st.paths[1].tx_bytes);
+    // Over 10 s each path carries at least 90% of its rate.
+    assert!(f * 8 >= 5_760_000 * 9, "fast carried {f} bytes");
+    assert!(s * 8 >= 1_440_000 * 9, "slow carried {s} bytes");
 }
