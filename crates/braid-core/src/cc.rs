@@ -562,6 +562,12 @@ impl PathCc {
         self.capacity_bytes_per_sec().saturating_mul(8)
     }
 
+    /// True once the window has waited a retransmission timeout for an ack: what is in
+    /// flight counts as lost at the next send, which may go at once.
+    pub fn inflight_expired(&self, now: Instant) -> bool {
+        self.stalled(now)
+    }
+
     /// Bytes sent and not yet acknowledged or declared lost.
     pub fn inflight_bytes(&self) -> u64 {
         self.total_sent.saturating_sub(self.acked_cum)

@@ -151,10 +151,16 @@ impl Link {
     }
 
     /// Data is in flight and nothing has been acknowledged for [`Self::stall_timeout`]:
-    /// the path is probably dead. It takes no new packets until an ack (or its health
-    /// state machine) says otherwise.
+    /// the path is probably dead. It takes no new packets until an ack comes, its health
+    /// state machine declares it down, or the congestion controller gives up on what is
+    /// in flight and it may try again.
     pub(crate) fn stalled(&self, now: Instant) -> bool {
-        self.cc.inflight_bytes() > 0 && now.saturating_since(self.last_ack) > self.stall_timeout()
+        self.cc.inflight_bytes() > 0
+            && now.saturating_since(self.last_ack) > self.stall_timeout()
+            // Once the congestion controller's own timeout has passed, what was in flight
+            // counts as lost and the path may try again: otherwise a path that stalled
+            // would never be given the packet that lets it recover.
+            && !self.cc.inflight_expired(now)
     }
 
     /// When the path will count as stalled if no ack comes.

@@ -330,3 +330,24 @@ fn eql_overflow_goes_to_the_other_path_and_neither_starves() {
     assert!(f * 8 >= 5_760_000 * 9, "fast carried {f} bytes");
     assert!(s * 8 >= 1_440_000 * 9, "slow carried {s} bytes");
 }
+
+#[test]
+fn a_path_that_stalled_on_a_short_outage_is_used_again() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(20, 5, 1));
+    // 150 ms of loss at 3 s: shorter than down detection, long enough to stall the path.
+    let blip = EmuConfig {
+        outages: vec![(Duration::from_millis(3000), Duration::from_millis(150))],
+        ..link(20, 5, 2)
+    };
+    pair.add_path(path("p1"), blip);
+    let mut src = Source::new(30, 1000, 8000);
+    pair.run_until(Instant::from_millis(4000), |p| src.feed(p));
+    let before = pair.a.status().paths[1].tx_packets;
+    pair.run_until(Instant::from_millis(8000), |p| src.feed(p));
+    let st = pair.a.status();
+    assert_eq!(st.paths[1].downs, 0, "{:?}", st.paths[1]);
+    // 30 Mbit/s over 2 x 20 needs both: p1 carries at least a third of 4 s of it again.
+    let after = st.paths[1].tx_packets - before;
+    assert!(after > 4000, "p1 sent only {after} packets after the blip");
+}
