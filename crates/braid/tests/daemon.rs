@@ -155,24 +155,6 @@ impl Lab {
         full.extend_from_slice(args);
         sh(&full)
     }
-
-    /// Wait until every path of the side is up.
-    fn wait_all_up(&self, side: u8, n: usize) {
-        for _ in 0..100 {
-            if let Some(s) = self.status(side) {
-                let paths = s["status"]["paths"].as_array().cloned().unwrap_or_default();
-                if paths.len() == n && paths.iter().all(|p| p["state"] == "up") {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!(
-            "paths of side {side} not all up in 5 s: {:?}\nlog:\n{}",
-            self.status(side),
-            self.log(side)
-        );
-    }
 }
 
 impl Drop for Lab {

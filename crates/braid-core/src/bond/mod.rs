@@ -216,10 +216,8 @@ impl Bond {
         if !self.scheduler.pins_flows() {
             for _ in 0..self.links.len() {
                 let Choice::One(id) = choice else { break };
-                if !self
-                    .index(id)
-                    .is_some_and(|i| self.links[i].queue_delay() > self.cfg.queue_max_delay)
-                {
+                let full = |i: usize| self.links[i].queue_delay() > self.cfg.queue_max_delay;
+                if !self.index(id).is_some_and(full) {
                     break;
                 }
                 match self.states.iter_mut().find(|s| s.id == id) {

@@ -210,7 +210,7 @@ fn broadcast_delivers_each_packet_once() {
     );
     let st = pair.b.status();
     assert!(
-        st.reorder.duplicates as u64 >= src.sent * 9 / 10,
+        st.reorder.duplicates >= src.sent * 9 / 10,
         "{:?}",
         st.reorder
     );

@@ -154,6 +154,8 @@ mod tests {
             scenario: "cut".into(),
             description: "d".into(),
             single_mbit: vec![("p0".into(), 9.6)],
+            tcp_cc: "cubic".into(),
+            warmup_s: 2.0,
             tests: vec![
                 t.clone(),
                 TestResult {
