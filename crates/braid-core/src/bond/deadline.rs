@@ -3,8 +3,9 @@
 //! Every data datagram carries the sender's clock (µs, low 32 bits). `arrival - sent` is
 //! the one-way delay plus an unknown clock offset; the offset is the same for every path
 //! from one peer, so differences between paths are true delay differences. A packet sent
-//! on the slowest path can arrive at most `max(avg + 4·dev) - min(base)` after a later
-//! one on the fastest: that spread, plus a margin, is the reorder deadline.
+//! on the slowest path can arrive at most `max(avg + 4·dev) - min(avg - 4·dev)` after a
+//! later one on the fastest (each path's low end never below its 10 s minimum): that
+//! spread, plus a quarter, is the reorder deadline.
 //!
 //! The deadline also learns from its mistakes: a packet that arrives after its gap was
 //! given up ("late") widens it, and the widening decays again over a few seconds.
@@ -19,6 +20,8 @@ const ACTIVE_WINDOW: Duration = Duration::from_secs(1);
 const BASE_WINDOW: Duration = Duration::from_secs(10);
 /// Smallest deadline: scheduling and batching noise.
 const FLOOR: Duration = Duration::from_millis(2);
+/// Half-life of a path's delay peak.
+const PEAK_DECAY: Duration = Duration::from_millis(250);
 /// Half-life of the widening learned from late packets.
 const LATE_DECAY: Duration = Duration::from_secs(2);
 
@@ -32,6 +35,8 @@ pub(crate) struct OwdTrack {
     /// Minimum in the current and the previous window, µs.
     min_cur: i64,
     min_prev: i64,
+    /// Recent peak, µs: follows a rising delay at once, decays by half every PEAK_DECAY.
+    peak: f64,
     window_start: Instant,
     last: Option<Instant>,
 }
@@ -42,12 +47,17 @@ impl OwdTrack {
         match self.last {
             None => {
                 self.avg = x;
+                self.peak = x;
                 self.dev = 0.0;
                 self.min_cur = rel;
                 self.min_prev = rel;
                 self.window_start = now;
             }
-            Some(_) => {
+            Some(last) => {
+                // Decay the peak towards the average, then take the sample if higher.
+                let age = now.saturating_since(last).as_secs_f64() / PEAK_DECAY.as_secs_f64();
+                self.peak = self.avg + (self.peak - self.avg) * 0.5f64.powf(age);
+                self.peak = self.peak.max(x);
                 self.dev += ((x - self.avg).abs() - self.dev) / 4.0;
                 self.avg += (x - self.avg) / 8.0;
                 if now.saturating_since(self.window_start) > BASE_WINDOW {
@@ -66,7 +76,14 @@ impl OwdTrack {
     }
 
     fn high(&self) -> f64 {
-        self.avg + 4.0 * self.dev
+        (self.avg + 4.0 * self.dev).max(self.peak)
+    }
+
+    /// The low end of this path's delay *now*: what a packet numbered now and sent on it
+    /// could take at the least. Not the windowed minimum: when every path carries the
+    /// same queueing delay, nothing is reordered by it.
+    fn low(&self) -> f64 {
+        (self.avg - 4.0 * self.dev).max(self.base() as f64)
     }
 
     fn active(&self, now: Instant) -> bool {
@@ -123,16 +140,16 @@ impl Deadline {
         tracks: impl Iterator<Item = &'a OwdTrack>,
         rtt_spread: Duration,
     ) -> Duration {
-        let mut lo = i64::MAX;
+        let mut lo = f64::MAX;
         let mut hi = f64::MIN;
         for t in tracks.filter(|t| t.active(now)) {
-            lo = lo.min(t.base());
+            lo = lo.min(t.low());
             hi = hi.max(t.high());
         }
-        let owd_spread = if lo == i64::MAX {
+        let owd_spread = if lo == f64::MAX {
             0.0
         } else {
-            (hi - lo as f64).max(0.0)
+            (hi - lo).max(0.0)
         };
         let spread_us = owd_spread.max(rtt_spread.as_micros() as f64);
         // A quarter on top of the spread for what the averages smooth away.
@@ -187,6 +204,33 @@ mod tests {
         assert!(widened > before, "{widened:?} > {before:?}");
         let later = d.current(ms(20_000), none.iter(), Duration::ZERO);
         assert!(later < FLOOR + Duration::from_micros(5), "{later:?}");
+    }
+
+    #[test]
+    fn equal_queueing_on_every_path_is_not_spread() {
+        let mut d = Deadline::new(Duration::from_millis(500));
+        let (mut a, mut b) = (OwdTrack::default(), OwdTrack::default());
+        // Both paths 5 ms base; then both carry 80 ms of queue for a while.
+        for i in 0..100u64 {
+            let now = ms(i);
+            d.sample(
+                &mut a,
+                now,
+                (now.as_micros() - 5_000.min(now.as_micros())) as u32,
+            );
+            d.sample(
+                &mut b,
+                now,
+                (now.as_micros() - 5_000.min(now.as_micros())) as u32,
+            );
+        }
+        for i in 100..300u64 {
+            let now = ms(i);
+            d.sample(&mut a, now, (now.as_micros() - 85_000) as u32);
+            d.sample(&mut b, now, (now.as_micros() - 85_000) as u32);
+        }
+        let dl = d.current(ms(300), [a, b].iter(), Duration::ZERO);
+        assert!(dl < Duration::from_millis(5), "{dl:?}");
     }
 
     #[test]

@@ -482,7 +482,6 @@ impl Bond {
     }
 
     fn data_transmit(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
-        let max_delay = self.cfg.queue_max_delay;
         let kind = if self.scheduler.pins_flows() {
             MessageType::PinnedData
         } else {
@@ -497,12 +496,6 @@ impl Bond {
             let len = head.buf.len() + DATA_HEADER_LEN;
             if buf.len() < len {
                 return None;
-            }
-            if now.saturating_since(head.enqueued) > max_delay {
-                let q = link.pop()?;
-                self.counters.drop_queue += 1;
-                self.recycle(q.buf);
-                continue;
             }
             if link.cc.next_send_time(now, len)? > now {
                 return None;

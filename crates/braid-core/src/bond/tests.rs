@@ -70,6 +70,26 @@ fn seqs(pair: &Pair) -> Vec<u64> {
         .collect()
 }
 
+/// In order, except packets the receiver counted as late (arrived after their gap was
+/// given up): each of those may come below the running maximum once. No duplicates, and
+/// at most `max_late_per_mille` late packets per thousand.
+fn assert_in_order_but_late(pair: &Pair, max_late_per_mille: u64) {
+    let s = seqs(pair);
+    let late = pair.b.status().reorder.late;
+    let mut seen = std::collections::HashSet::new();
+    let mut max = None;
+    let mut below = 0u64;
+    for &x in &s {
+        assert!(seen.insert(x), "duplicate {x}");
+        match max {
+            Some(m) if x < m => below += 1,
+            _ => max = Some(x),
+        }
+    }
+    assert!(below <= late, "{below} out of order but only {late} counted late");
+    assert!(late * 1000 <= s.len() as u64 * max_late_per_mille, "{late} late of {}", s.len());
+}
+
 fn assert_strictly_increasing(s: &[u64]) {
     for w in s.windows(2) {
         assert!(
@@ -111,7 +131,7 @@ fn three_paths_deliver_everything_in_order() {
     let mut src = Source::new(62, 1000, 11_000);
     pair.run_until(Instant::from_millis(12_000), |p| src.feed(p));
     let got = seqs(&pair);
-    assert_strictly_increasing(&got);
+    assert_in_order_but_late(&pair, 2);
     let lost = src.sent - got.len() as u64;
     // Allow the start-up while capacity is being learnt, nothing more.
     assert!(lost * 100 <= src.sent, "lost {lost} of {}", src.sent);
@@ -132,7 +152,7 @@ fn unequal_delays_still_deliver_in_order() {
     let mut src = Source::new(40, 1000, 9000);
     pair.run_until(Instant::from_millis(10_000), |p| src.feed(p));
     let got = seqs(&pair);
-    assert_strictly_increasing(&got);
+    assert_in_order_but_late(&pair, 2);
     assert!(
         got.len() as u64 * 100 >= src.sent * 97,
         "{} of {}",
