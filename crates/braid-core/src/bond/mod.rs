@@ -38,6 +38,9 @@ use crate::{Instant, PathId};
 pub const MAX_PATHS: usize = 64;
 /// Most packets queued in braid for one path, whatever their age.
 const MAX_QUEUE_PACKETS: usize = 8192;
+/// A path whose queue holds this much (at its drain rate) passes packets on to the
+/// policy's next choice.
+const PASS_ON_DELAY: Duration = Duration::from_millis(20);
 /// Packet buffers kept for reuse.
 const POOL_MAX: usize = 16384;
 
@@ -210,13 +213,15 @@ impl Bond {
         }
         self.refresh_states();
         let mut choice = self.scheduler.choose(now, packet, &self.states);
-        // A path whose queue already holds `queue_max_delay` cannot take more: where the
-        // kernel would drop at that slave's full queue, braid offers the packet to the
-        // policy's next choice. Not for policies that pin flows (a flow would move).
+        // A path whose queue already holds PASS_ON_DELAY is full for this purpose: where
+        // the kernel would queue on that slave (and drop once its queue is full), braid
+        // offers the packet to the policy's next choice. A striping policy's queues are
+        // reordering the receiver must wait out, so "full" is far below the drop limit.
+        // Not for policies that pin flows (a flow would move).
         if !self.scheduler.pins_flows() {
             for _ in 0..self.links.len() {
                 let Choice::One(id) = choice else { break };
-                let full = |i: usize| self.links[i].queue_delay() > self.cfg.queue_max_delay;
+                let full = |i: usize| self.links[i].queue_delay() > PASS_ON_DELAY;
                 if !self.index(id).is_some_and(full) {
                     break;
                 }
@@ -487,42 +492,40 @@ impl Bond {
         } else {
             MessageType::Data
         };
-        loop {
-            let link = &mut self.links[i];
-            if !link.is_up() {
-                return None;
-            }
-            let head = link.queue.front()?;
-            let len = head.buf.len() + DATA_HEADER_LEN;
-            if buf.len() < len {
-                return None;
-            }
-            if link.cc.next_send_time(now, len)? > now {
-                return None;
-            }
-            let q = link.pop()?;
-            // Data carries the time its sequence number was assigned, not the time it
-            // left: the receiver's delay spread then includes the wait in braid's queue,
-            // which reorders packets just as much as the network does.
-            let header = Header {
-                path: link.id.0,
-                timestamp: q.enqueued.wire_micros(),
-            };
-            let path_seq = link.next_path_seq;
-            wire::emit_data_header_as(&header, kind, q.seq, path_seq, buf).ok()?;
-            buf[DATA_HEADER_LEN..len].copy_from_slice(&q.buf);
-            link.next_path_seq = path_seq.wrapping_add(1);
-            link.tx_packets += 1;
-            link.tx_bytes += len as u64;
-            if link.cc.inflight_bytes() == 0 {
-                // The stall clock starts with the first packet after an idle spell.
-                link.last_ack = now;
-            }
-            let app_limited = link.queue.is_empty();
-            link.cc.on_send(now, path_seq, len, app_limited);
-            self.recycle(q.buf);
-            return Some(len);
+        let link = &mut self.links[i];
+        if !link.is_up() {
+            return None;
         }
+        let head = link.queue.front()?;
+        let len = head.buf.len() + DATA_HEADER_LEN;
+        if buf.len() < len {
+            return None;
+        }
+        if link.cc.next_send_time(now, len)? > now {
+            return None;
+        }
+        let q = link.pop()?;
+        // Data carries the time its sequence number was assigned, not the time it
+        // left: the receiver's delay spread then includes the wait in braid's queue,
+        // which reorders packets just as much as the network does.
+        let header = Header {
+            path: link.id.0,
+            timestamp: q.enqueued.wire_micros(),
+        };
+        let path_seq = link.next_path_seq;
+        wire::emit_data_header_as(&header, kind, q.seq, path_seq, buf).ok()?;
+        buf[DATA_HEADER_LEN..len].copy_from_slice(&q.buf);
+        link.next_path_seq = path_seq.wrapping_add(1);
+        link.tx_packets += 1;
+        link.tx_bytes += len as u64;
+        if link.cc.inflight_bytes() == 0 {
+            // The stall clock starts with the first packet after an idle spell.
+            link.last_ack = now;
+        }
+        let app_limited = link.queue.is_empty();
+        link.cc.on_send(now, path_seq, len, app_limited);
+        self.recycle(q.buf);
+        Some(len)
     }
 
     /// The next in-order packet for the TUN, written into `buf`.

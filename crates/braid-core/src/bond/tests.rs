@@ -86,8 +86,15 @@ fn assert_in_order_but_late(pair: &Pair, max_late_per_mille: u64) {
             _ => max = Some(x),
         }
     }
-    assert!(below <= late, "{below} out of order but only {late} counted late");
-    assert!(late * 1000 <= s.len() as u64 * max_late_per_mille, "{late} late of {}", s.len());
+    assert!(
+        below <= late,
+        "{below} out of order but only {late} counted late"
+    );
+    assert!(
+        late * 1000 <= s.len() as u64 * max_late_per_mille,
+        "{late} late of {}",
+        s.len()
+    );
 }
 
 fn assert_strictly_increasing(s: &[u64]) {
