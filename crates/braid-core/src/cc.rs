@@ -562,6 +562,14 @@ impl PathCc {
         self.capacity_bytes_per_sec().saturating_mul(8)
     }
 
+    /// Change the pacing cap, bit/s (0 = none); takes effect at the next ack.
+    pub fn set_max_rate_bps(&mut self, bps: u64) {
+        self.cfg.max_rate_bps = bps;
+        if bps > 0 {
+            self.pacing_rate = self.pacing_rate.min(bps as f64 / 8.0);
+        }
+    }
+
     /// True once the window has waited a retransmission timeout for an ack: what is in
     /// flight counts as lost at the next send, which may go at once.
     pub fn inflight_expired(&self, now: Instant) -> bool {

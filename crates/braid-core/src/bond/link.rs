@@ -107,7 +107,10 @@ impl Link {
     pub(crate) fn new(id: PathId, cfg: PathConfig, health: HealthConfig, now: Instant) -> Self {
         let mut cc_cfg = cfg.cc;
         if cfg.bps > 0 {
+            // A configured speed is the line's speed (EQL's priority): start there and
+            // never pace above it, whatever a bursty link makes the estimator read.
             cc_cfg.initial_rate_bps = cfg.bps;
+            cc_cfg.max_rate_bps = cfg.bps;
         }
         Self {
             id,

@@ -195,10 +195,12 @@ impl Bond {
         self.links.iter().find(|l| l.cfg.name == name).map(|l| l.id)
     }
 
-    /// Change a path's configured speed (EQL's priority, weighted's weight).
+    /// Change a path's configured speed (EQL's priority, weighted's weight, and the cap
+    /// on its pace; 0 = measure, no cap).
     pub fn set_path_bps(&mut self, id: PathId, bps: u64) -> Result<(), BondError> {
         let i = self.index(id).ok_or(BondError::NoSuchPath)?;
         self.links[i].cfg.bps = bps;
+        self.links[i].cc.set_max_rate_bps(bps);
         Ok(())
     }
 
