@@ -214,17 +214,22 @@ impl Bond {
             return;
         }
         self.refresh_states();
-        let mut choice = self.scheduler.choose(now, packet, &self.states);
+        let first = self.scheduler.choose(now, packet, &self.states);
         // A path whose queue already holds PASS_ON_DELAY is full for this purpose: where
         // the kernel would queue on that slave (and drop once its queue is full), braid
         // offers the packet to the policy's next choice. A striping policy's queues are
         // reordering the receiver must wait out, so "full" is far below the drop limit.
-        // Not for policies that pin flows (a flow would move).
+        // If every path is full, the first choice stands. Not for policies that pin
+        // flows (a flow would move).
+        let full = |bond: &Self, id: PathId| {
+            bond.index(id)
+                .is_some_and(|i| bond.links[i].queue_delay() > PASS_ON_DELAY)
+        };
+        let mut choice = first;
         if !self.scheduler.pins_flows() {
             for _ in 0..self.links.len() {
                 let Choice::One(id) = choice else { break };
-                let full = |i: usize| self.links[i].queue_delay() > PASS_ON_DELAY;
-                if !self.index(id).is_some_and(full) {
+                if !full(self, id) {
                     break;
                 }
                 match self.states.iter_mut().find(|s| s.id == id) {
@@ -232,6 +237,9 @@ impl Bond {
                     _ => break,
                 }
                 choice = self.scheduler.choose(now, packet, &self.states);
+            }
+            if !matches!(choice, Choice::One(id) if !full(self, id)) {
+                choice = first;
             }
         }
         // Drop here, before the packet is numbered, if its path's queue already holds
