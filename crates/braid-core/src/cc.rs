@@ -23,6 +23,7 @@
 //!   receiver's datagram count against the `path_seq` span and reported.
 use core::time::Duration;
 
+use crate::rtt::RttEstimator;
 use crate::{wire::Ack, Instant};
 
 /// Congestion-control settings for one path.
@@ -247,8 +248,7 @@ pub struct PathCc {
     /// bytes/s.
     pacing_rate: f64,
     cwnd: u64,
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    rtt: RttEstimator,
     rng: u32,
 }
 
@@ -290,8 +290,7 @@ impl PathCc {
             cwnd_gain: STARTUP_GAIN,
             pacing_rate: 0.0,
             cwnd: INITIAL_CWND_DATAGRAMS * DEFAULT_DATAGRAM,
-            srtt: None,
-            rttvar: Duration::ZERO,
+            rtt: RttEstimator::default(),
             rng: (now.as_micros() as u32) ^ 0x9e37_79b9,
         };
         cc.pacing_rate = cc.clamp_rate(cfg.initial_rate_bps as f64 / 8.0);
@@ -436,7 +435,7 @@ impl PathCc {
         let elapsed = now.saturating_since(rec.sent);
         if ack.hold < elapsed {
             let rtt = elapsed - ack.hold;
-            self.rtt_sample(rtt);
+            self.rtt.sample(rtt);
             let rtt_us = micros(rtt).max(1);
             if self.has_min_rtt {
                 self.min_rtt
@@ -535,8 +534,7 @@ impl PathCc {
         self.min_rtt = MinMax::default();
         self.has_min_rtt = false;
         self.ack_bytes = MinMax::default();
-        self.srtt = None;
-        self.rttvar = Duration::ZERO;
+        self.rtt = RttEstimator::default();
         self.next_round_delivered = self.delivered.unwrap_or(0);
         self.full_bw = 0;
         self.full_bw_rounds = 0;
@@ -589,7 +587,7 @@ impl PathCc {
 
     /// Smoothed RTT from data acks.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.rtt.srtt()
     }
 
     /// Fraction of data datagrams lost recently (0.0-1.0).
@@ -628,10 +626,9 @@ impl PathCc {
 
     /// Retransmission-timeout-like limit on waiting for an ack with a full window.
     fn rto(&self) -> Duration {
-        match self.srtt {
-            Some(s) => {
-                (s + 4 * self.rttvar + Duration::from_millis(10)).max(Duration::from_millis(100))
-            }
+        match self.rtt.srtt() {
+            Some(s) => (s + 4 * self.rtt.rttvar() + Duration::from_millis(10))
+                .max(Duration::from_millis(100)),
             None => Duration::from_secs(1),
         }
     }
@@ -679,7 +676,8 @@ impl PathCc {
         if !self.filled_pipe && self.has_bw && self.has_min_rtt {
             let base = Duration::from_micros(self.min_rtt.get());
             if self
-                .srtt
+                .rtt
+                .srtt()
                 .is_some_and(|s| s > base + base / 4 + STARTUP_DELAY_SLACK)
             {
                 self.filled_pipe = true;
@@ -768,21 +766,6 @@ impl PathCc {
         self.cycle_idx = idx;
         self.cycle_stamp = now;
         self.pacing_gain = PROBE_BW_GAINS.get(idx).copied().unwrap_or(1.0);
-    }
-
-    /// RFC 6298 smoothing (alpha 1/8, beta 1/4).
-    fn rtt_sample(&mut self, r: Duration) {
-        match self.srtt {
-            None => {
-                self.srtt = Some(r);
-                self.rttvar = r / 2;
-            }
-            Some(s) => {
-                let diff = s.abs_diff(r);
-                self.rttvar = self.rttvar * 3 / 4 + diff / 4;
-                self.srtt = Some(s * 7 / 8 + r / 8);
-            }
-        }
     }
 }
 

@@ -27,6 +27,7 @@ pub mod flow;
 pub mod hash;
 pub mod path;
 pub mod reorder;
+pub mod rtt;
 pub mod sched;
 pub mod sim;
 pub mod time;

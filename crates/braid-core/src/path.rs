@@ -27,6 +27,7 @@
 //!   the same probe, are ignored. Probe numbers wrap.
 use core::time::Duration;
 
+use crate::rtt::RttEstimator;
 use crate::Instant;
 
 /// Probe and liveness settings.
@@ -116,8 +117,7 @@ pub struct PathHealth {
     last_heard: Option<Instant>,
     answered_in_row: u32,
     timeouts_in_row: u32,
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    rtt: RttEstimator,
 }
 
 impl PathHealth {
@@ -139,8 +139,7 @@ impl PathHealth {
             last_heard: None,
             answered_in_row: 0,
             timeouts_in_row: 0,
-            srtt: None,
-            rttvar: Duration::ZERO,
+            rtt: RttEstimator::default(),
         }
     }
 
@@ -195,7 +194,7 @@ impl PathHealth {
         rec.status = ProbeStatus::Answered;
         let elapsed = now.saturating_since(rec.sent);
         if hold < elapsed {
-            self.rtt_sample(elapsed - hold);
+            self.rtt.sample(elapsed - hold);
         }
         self.last_heard = Some(now);
         self.timeouts_in_row = 0;
@@ -268,12 +267,12 @@ impl PathHealth {
 
     /// Smoothed RTT from probes, if any.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.rtt.srtt()
     }
 
     /// RTT variation from probes (RFC 6298 `RTTVAR`); zero before the first sample.
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        self.rtt.rttvar()
     }
 
     /// Fraction of probes lost over the recent window (0.0-1.0).
@@ -308,8 +307,8 @@ impl PathHealth {
     /// How long an unanswered probe waits before it counts as missed:
     /// `max(probe_interval, srtt + 4·rttvar)`, or 1 s before any RTT sample.
     pub fn probe_timeout(&self) -> Duration {
-        match self.srtt {
-            Some(srtt) => (srtt + 4 * self.rttvar).max(self.interval),
+        match self.rtt.srtt() {
+            Some(srtt) => (srtt + 4 * self.rtt.rttvar()).max(self.interval),
             None => INITIAL_PROBE_TIMEOUT.max(self.interval),
         }
     }
@@ -331,21 +330,6 @@ impl PathHealth {
         }
         self.state = LinkState::Down;
         Some(Transition::Down)
-    }
-
-    /// RFC 6298 smoothing (alpha 1/8, beta 1/4).
-    fn rtt_sample(&mut self, r: Duration) {
-        match self.srtt {
-            None => {
-                self.srtt = Some(r);
-                self.rttvar = r / 2;
-            }
-            Some(s) => {
-                let diff = s.abs_diff(r);
-                self.rttvar = self.rttvar * 3 / 4 + diff / 4;
-                self.srtt = Some(s * 7 / 8 + r / 8);
-            }
-        }
     }
 }
 

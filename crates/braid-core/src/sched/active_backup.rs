@@ -362,18 +362,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn paths(n: u16) -> Vec<PathState> {
-        (0..n)
-            .map(|i| PathState {
-                id: PathId(i),
-                usable: true,
-                bps: 0,
-                rate_bps: 0,
-                queued_bytes: 0,
-                inflight_bytes: 0,
-                one_way_delay: Duration::ZERO,
-                prio: 0,
-            })
-            .collect()
+        crate::sched::test_paths(n)
     }
 
     fn ms(m: u64) -> Instant {

@@ -155,3 +155,20 @@ impl SchedulerConfig {
         }
     }
 }
+
+/// `n` usable paths with ids `0..n` and nothing known about them (for tests).
+#[cfg(test)]
+pub(crate) fn test_paths(n: u16) -> Vec<PathState> {
+    (0..n)
+        .map(|i| PathState {
+            id: PathId(i),
+            usable: true,
+            bps: 0,
+            rate_bps: 0,
+            queued_bytes: 0,
+            inflight_bytes: 0,
+            one_way_delay: Duration::ZERO,
+            prio: 0,
+        })
+        .collect()
+}
