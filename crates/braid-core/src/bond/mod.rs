@@ -220,13 +220,13 @@ impl Bond {
         // offers the packet to the policy's next choice. A striping policy's queues are
         // reordering the receiver must wait out, so "full" is far below the drop limit.
         // If every path is full, the first choice stands. Not for policies that pin
-        // flows (a flow would move).
+        // flows (a flow would move), nor for those that weigh queues themselves.
         let full = |bond: &Self, id: PathId| {
             bond.index(id)
                 .is_some_and(|i| bond.links[i].queue_delay() > PASS_ON_DELAY)
         };
         let mut choice = first;
-        if !self.scheduler.pins_flows() {
+        if !self.scheduler.pins_flows() && !self.scheduler.weighs_queues() {
             for _ in 0..self.links.len() {
                 let Choice::One(id) = choice else { break };
                 if !full(self, id) {

@@ -96,6 +96,10 @@ impl Scheduler for Adaptive {
         "adaptive"
     }
 
+    fn weighs_queues(&self) -> bool {
+        true
+    }
+
     fn choose(&mut self, _now: Instant, packet: &[u8], paths: &[PathState]) -> Choice {
         let mut best: Option<(Duration, Duration, &PathState)> = None;
         for p in paths.iter().filter(|p| p.usable) {

@@ -81,6 +81,12 @@ pub trait Scheduler: Send + core::fmt::Debug {
         false
     }
 
+    /// True when the policy already weighs each path's queue (adaptive): the bond then
+    /// does not pass packets on from a full path to the policy's next choice.
+    fn weighs_queues(&self) -> bool {
+        false
+    }
+
     /// Returns the next time at which [`Scheduler::handle_timeout`] should be called.
     fn poll_timeout(&self) -> Option<Instant> {
         None
