@@ -27,6 +27,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("xor-l2", include_str!("../../../../scenarios/xor-l2.toml")),
     (
+        "loss-1pct",
+        include_str!("../../../../scenarios/loss-1pct.toml"),
+    ),
+    (
         "single-unshaped",
         include_str!("../../../../scenarios/single-unshaped.toml"),
     ),
