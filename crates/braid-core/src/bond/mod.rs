@@ -215,49 +215,56 @@ impl Bond {
         }
         self.refresh_states();
         let first = self.scheduler.choose(now, packet, &self.states);
-        // A path whose queue already holds PASS_ON_DELAY is full for this purpose: where
-        // the kernel would queue on that slave (and drop once its queue is full), braid
-        // offers the packet to the policy's next choice. A striping policy's queues are
-        // reordering the receiver must wait out, so "full" is far below the drop limit.
-        // If every path is full, the first choice stands. Not for policies that pin
-        // flows (a flow would move), nor for those that weigh queues themselves.
-        let full = |bond: &Self, id: PathId| {
-            bond.index(id)
-                .is_some_and(|i| bond.links[i].queue_delay() > PASS_ON_DELAY)
+        let choice = if self.scheduler.pins_flows() || self.scheduler.weighs_queues() {
+            first
+        } else {
+            self.pass_on(now, packet, first)
         };
-        let mut choice = first;
-        if !self.scheduler.pins_flows() && !self.scheduler.weighs_queues() {
-            for _ in 0..self.links.len() {
-                let Choice::One(id) = choice else { break };
-                if !full(self, id) {
-                    break;
-                }
-                match self.states.iter_mut().find(|s| s.id == id) {
-                    Some(s) if s.usable => s.usable = false,
-                    _ => break,
-                }
-                choice = self.scheduler.choose(now, packet, &self.states);
-            }
-            if !matches!(choice, Choice::One(id) if !full(self, id)) {
-                choice = first;
-            }
-        }
         // Drop here, before the packet is numbered, if its path's queue already holds
-        // more than `queue_max_delay` at the path's pace: a numbered packet that is
-        // dropped later leaves a gap the receiver has to wait out.
+        // more than `queue_max_delay`: a numbered packet that is dropped later leaves a
+        // gap the receiver has to wait out.
         if let Choice::One(id) = choice {
-            if self
-                .index(id)
-                .is_some_and(|i| self.links[i].queue_delay() > self.cfg.queue_max_delay)
-            {
+            if self.queue_over(id, self.cfg.queue_max_delay) {
                 self.counters.drop_queue += 1;
                 return;
             }
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let buf = self.copy_into_buffer(packet);
-        self.enqueue(now, choice, seq, buf);
+        // The number is spent only if a path took the packet, for the same reason.
+        if self.enqueue(now, choice, self.next_seq, buf) {
+            self.next_seq += 1;
+        }
+    }
+
+    /// True when path `id`'s queue holds more than `limit` at its drain rate.
+    fn queue_over(&self, id: PathId, limit: Duration) -> bool {
+        self.index(id)
+            .is_some_and(|i| self.links[i].queue_delay() > limit)
+    }
+
+    /// A path whose queue already holds PASS_ON_DELAY is full for this purpose: where the
+    /// kernel would queue on that slave (and drop once its queue is full), braid offers
+    /// the packet to the policy's next choice. A striping policy's queues are reordering
+    /// the receiver must wait out, so "full" is far below the drop limit. If every path
+    /// is full, the first choice stands. Only for policies that neither pin flows (a flow
+    /// would move) nor weigh queues themselves.
+    fn pass_on(&mut self, now: Instant, packet: &[u8], first: Choice) -> Choice {
+        let mut choice = first;
+        for _ in 0..self.links.len() {
+            let Choice::One(id) = choice else { break };
+            if !self.queue_over(id, PASS_ON_DELAY) {
+                return choice;
+            }
+            match self.states.iter_mut().find(|s| s.id == id) {
+                Some(s) if s.usable => s.usable = false,
+                _ => break,
+            }
+            choice = self.scheduler.choose(now, packet, &self.states);
+        }
+        match choice {
+            Choice::One(id) if !self.queue_over(id, PASS_ON_DELAY) => choice,
+            _ => first,
+        }
     }
 
     fn copy_into_buffer(&mut self, packet: &[u8]) -> Vec<u8> {
