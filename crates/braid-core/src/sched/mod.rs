@@ -42,6 +42,20 @@ pub struct PathState {
 }
 
 impl PathState {
+    /// A usable path about which nothing is known yet.
+    pub fn unknown(id: PathId) -> Self {
+        Self {
+            id,
+            usable: true,
+            bps: 0,
+            rate_bps: 0,
+            queued_bytes: 0,
+            inflight_bytes: 0,
+            one_way_delay: Duration::ZERO,
+            prio: 0,
+        }
+    }
+
     /// The best speed known for the path in bit/s: measured if known, else configured,
     /// else 0.
     pub fn speed_bps(&self) -> u64 {
@@ -165,16 +179,5 @@ impl SchedulerConfig {
 /// `n` usable paths with ids `0..n` and nothing known about them (for tests).
 #[cfg(test)]
 pub(crate) fn test_paths(n: u16) -> Vec<PathState> {
-    (0..n)
-        .map(|i| PathState {
-            id: PathId(i),
-            usable: true,
-            bps: 0,
-            rate_bps: 0,
-            queued_bytes: 0,
-            inflight_bytes: 0,
-            one_way_delay: Duration::ZERO,
-            prio: 0,
-        })
-        .collect()
+    (0..n).map(|i| PathState::unknown(PathId(i))).collect()
 }

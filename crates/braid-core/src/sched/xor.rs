@@ -52,19 +52,12 @@ impl Xor {
 mod tests {
     use super::*;
     use crate::PathId;
-    use core::time::Duration;
     use proptest::prelude::*;
 
     fn path(id: u16, usable: bool) -> PathState {
         PathState {
-            id: PathId(id),
             usable,
-            bps: 0,
-            rate_bps: 0,
-            queued_bytes: 0,
-            inflight_bytes: 0,
-            one_way_delay: Duration::ZERO,
-            prio: 0,
+            ..PathState::unknown(PathId(id))
         }
     }
 
