@@ -543,6 +543,31 @@ impl ReorderBuffer {
         self.refresh_gap();
     }
 
+    /// Give up at once on the missing sequence numbers in front of the buffer that are
+    /// below `seq`: the caller knows they can no longer arrive (every path that could
+    /// carry them has delivered something later, and paths are FIFO). Counted as
+    /// skipped; one arriving after all is late, as after a deadline.
+    pub fn give_up_before(&mut self, seq: u64) {
+        let Some(mut next) = self.next else { return };
+        if self.held == 0 {
+            return;
+        }
+        let mut left = self.cap();
+        let mut moved = false;
+        while left > 0 && (seq.wrapping_sub(next) as i64) > 0 && !self.is_held(next) {
+            self.set_history(next, false);
+            self.stats.skipped += 1;
+            next = next.wrapping_add(1);
+            left -= 1;
+            moved = true;
+        }
+        if moved {
+            self.next = Some(next);
+            self.advance_contiguous();
+            self.refresh_gap();
+        }
+    }
+
     fn count_delivery(&mut self, kind: Kind, now: Instant, arrived: Instant) {
         match kind {
             Kind::InOrder => self.stats.in_order += 1,
@@ -622,6 +647,30 @@ mod tests {
             out.push(u64::from_be_bytes(buf[..8].try_into().expect("8 bytes")));
         }
         out
+    }
+
+    #[test]
+    fn give_up_before_skips_only_the_missing_head() {
+        let mut rb = ReorderBuffer::new(16);
+        let long = Duration::from_secs(10);
+        ins(&mut rb, 0, 10, long);
+        assert_eq!(drain(&mut rb, t(0)), vec![10]);
+        // 11 and 12 missing, 13 and 15 held (14 missing too).
+        ins(&mut rb, 1, 13, long);
+        ins(&mut rb, 1, 15, long);
+        assert!(drain(&mut rb, t(2)).is_empty());
+        // Nothing below 11 to give up: no change.
+        rb.give_up_before(11);
+        assert!(drain(&mut rb, t(3)).is_empty());
+        // 11 and 12 are known lost: 13 comes out at once; 14 is still waited for.
+        rb.give_up_before(13);
+        assert_eq!(drain(&mut rb, t(4)), vec![13]);
+        assert_eq!(rb.stats().skipped, 2);
+        // A lost one arriving after all is late, not a duplicate and not lost.
+        assert_eq!(ins(&mut rb, 5, 12, long), Inserted::Late);
+        rb.give_up_before(16);
+        assert_eq!(drain(&mut rb, t(6)), vec![12, 15]);
+        assert_eq!(rb.stats().skipped, 3);
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub(crate) struct Link {
     /// A probe to answer: (number, its timestamp, when it arrived).
     pub(crate) probe_ack_out: Option<(u32, u32, Instant)>,
     pub(crate) rx: RxState,
+    /// Highest bond sequence number received on this path.
+    pub(crate) rx_max_seq: Option<u64>,
     pub(crate) owd: OwdTrack,
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
@@ -123,6 +125,7 @@ impl Link {
             probe_out: None,
             probe_ack_out: None,
             rx: RxState::default(),
+            rx_max_seq: None,
             owd: OwdTrack::default(),
             tx_packets: 0,
             tx_bytes: 0,

@@ -412,6 +412,7 @@ impl Bond {
     ) {
         let link = &mut self.links[i];
         link.rx.on_data(now, path_seq, header.timestamp, wire_len);
+        link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| m.max(seq)));
         self.deadline.sample(&mut link.owd, now, header.timestamp);
         let deadline = if ordered {
             self.current_deadline(now)
@@ -420,6 +421,24 @@ impl Bond {
         };
         if self.reorder.insert(now, seq, deadline, payload) == Inserted::Late && ordered {
             self.deadline.on_late(now, deadline);
+        }
+        if ordered {
+            self.give_up_lost(now);
+        }
+    }
+
+    /// Paths are FIFO: once every path that carries data has delivered a packet numbered
+    /// above a missing one, the missing one can only have been lost. Give it up now
+    /// rather than at the deadline (which stays for paths that fell idle).
+    fn give_up_lost(&mut self, now: Instant) {
+        let floor = self
+            .links
+            .iter()
+            .filter(|l| l.owd.active(now))
+            .map(|l| l.rx_max_seq)
+            .min();
+        if let Some(Some(floor)) = floor {
+            self.reorder.give_up_before(floor);
         }
     }
 
