@@ -86,7 +86,7 @@ impl OwdTrack {
         (self.avg - 4.0 * self.dev).max(self.base() as f64)
     }
 
-    pub(crate) fn active(&self, now: Instant) -> bool {
+    fn active(&self, now: Instant) -> bool {
         self.last
             .is_some_and(|t| now.saturating_since(t) <= ACTIVE_WINDOW)
     }

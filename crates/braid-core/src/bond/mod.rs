@@ -423,18 +423,19 @@ impl Bond {
             self.deadline.on_late(now, deadline);
         }
         if ordered {
-            self.give_up_lost(now);
+            self.give_up_lost();
         }
     }
 
-    /// Paths are FIFO: once every path that carries data has delivered a packet numbered
-    /// above a missing one, the missing one can only have been lost. Give it up now
-    /// rather than at the deadline (which stays for paths that fell idle).
-    fn give_up_lost(&mut self, now: Instant) {
+    /// Paths are FIFO: once every path that is up has delivered a packet numbered above
+    /// a missing one, the missing one can only have been lost. Give it up now rather than
+    /// at the deadline. A path that has carried nothing yet, or lags, holds this back, so
+    /// an idle path's late packet is never given up early; the deadline remains for that.
+    fn give_up_lost(&mut self) {
         let floor = self
             .links
             .iter()
-            .filter(|l| l.owd.active(now))
+            .filter(|l| l.is_up())
             .map(|l| l.rx_max_seq)
             .min();
         if let Some(Some(floor)) = floor {
