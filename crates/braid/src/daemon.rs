@@ -755,39 +755,26 @@ mod tests {
             bps: None,
             dev: dev.map(Into::into),
         };
-        let e = req(
-            &mut bond,
-            &mut paths,
-            ens("a", "127.0.0.1:40100", "127.0.0.1:40101", None),
-        );
-        assert_eq!(err_of(&e), "a path named \"a\" already exists");
-        let e = req(
-            &mut bond,
-            &mut paths,
-            ens("", "127.0.0.1:40100", "127.0.0.1:40101", None),
-        );
-        assert_eq!(err_of(&e), "name: must not be empty");
-        let e = req(
-            &mut bond,
-            &mut paths,
-            ens("c", "127.0.0.1:0", "127.0.0.1:40101", None),
-        );
-        assert_eq!(err_of(&e), "local: \"127.0.0.1:0\": port 0 is not allowed");
-        let e = req(
-            &mut bond,
-            &mut paths,
-            ens("c", "127.0.0.1:40000", "127.0.0.1:40101", None),
+        let mut error = |r: Request| err_of(&req(&mut bond, &mut paths, r)).to_string();
+        let (local, remote) = ("127.0.0.1:40100", "127.0.0.1:40101");
+        assert_eq!(
+            error(ens("a", local, remote, None)),
+            "a path named \"a\" already exists"
         );
         assert_eq!(
-            err_of(&e),
+            error(ens("", local, remote, None)),
+            "name: must not be empty"
+        );
+        assert_eq!(
+            error(ens("c", "127.0.0.1:0", remote, None)),
+            "local: \"127.0.0.1:0\": port 0 is not allowed"
+        );
+        assert_eq!(
+            error(ens("c", "127.0.0.1:40000", remote, None)),
             "local 127.0.0.1:40000 is already used by path \"a\""
         );
-        let e = req(
-            &mut bond,
-            &mut paths,
-            ens("c", "127.0.0.1:40100", "127.0.0.1:40101", Some("a/b")),
-        );
-        assert!(err_of(&e).starts_with("dev: "), "{e}");
+        let e = error(ens("c", local, remote, Some("a/b")));
+        assert!(e.starts_with("dev: "), "{e}");
         assert_eq!(paths.len(), 1);
     }
 

@@ -195,12 +195,7 @@ fn up_configures_tun_serves_control_and_cleans_up() {
     // Status lists the paths; the control socket is root-only.
     let s = lab.status(1).expect("status");
     assert_eq!(s["interface"], "braid0");
-    let names: Vec<&str> = s["status"]["paths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["name"].as_str())
-        .collect();
+    let names = path_names(&s);
     assert_eq!(names, ["p0", "p1"]);
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
@@ -245,12 +240,7 @@ fn up_configures_tun_serves_control_and_cleans_up() {
     let o = lab.braid(1, &["emancipate", "p0"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = lab.status(1).unwrap();
-    let names: Vec<&str> = s["status"]["paths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["name"].as_str())
-        .collect();
+    let names = path_names(&s);
     assert_eq!(names, ["p1", "p2"]);
 
     // Garbage on the control socket does not disturb the daemon.
@@ -298,4 +288,12 @@ fn up_configures_tun_serves_control_and_cleans_up() {
     let o = lab.exec(1, &["ip", "link", "show", "dev", "braid0"]);
     assert!(!o.status.success(), "braid0 removed");
     assert!(lab.log(1).contains("SIGTERM received"));
+}
+
+/// The path names in a `status --json` answer, in order.
+fn path_names(status: &Value) -> Vec<&str> {
+    status["status"]["paths"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["name"].as_str()).collect())
+        .unwrap_or_default()
 }

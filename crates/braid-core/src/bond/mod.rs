@@ -649,11 +649,6 @@ impl Bond {
     pub fn path_state(&self, id: PathId) -> Option<LinkState> {
         self.index(id).map(|i| self.links[i].health.state())
     }
-
-    /// The bond's settings.
-    pub fn config(&self) -> &BondConfig {
-        &self.cfg
-    }
 }
 
 #[cfg(test)]
