@@ -12,6 +12,7 @@
 //! | [`path`] | one path's liveness state machine and RTT |
 //! | [`cc`] | one path's capacity and delay model and its pacer |
 //! | [`sched`] | the [`sched::Scheduler`] trait and one file per policy |
+//! | [`shape`] | HTB link sharing: classes, classifier, tc script reader |
 //! | [`reorder`] | receive-side reorder buffer and duplicate suppression |
 //! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
 //! | [`bond`] | the state machine tying them together |
@@ -29,6 +30,7 @@ pub mod path;
 pub mod reorder;
 pub mod rtt;
 pub mod sched;
+pub mod shape;
 pub mod sim;
 pub mod time;
 pub mod wire;
