@@ -11,7 +11,9 @@
 //! | [`hash`] | the bonding transmit hashes, bit-exact with Linux |
 //! | [`path`] | one path's liveness state machine and RTT |
 //! | [`cc`] | one path's capacity and delay model and its pacer |
+//! | [`crypto`] | keys, handshake, sealed datagrams, replay window |
 //! | [`sched`] | the [`sched::Scheduler`] trait and one file per policy |
+//! | [`serial`] | SLIP, SLIP6 and CSLIP framing |
 //! | [`shape`] | HTB link sharing: classes, classifier, tc script reader |
 //! | [`reorder`] | receive-side reorder buffer and duplicate suppression |
 //! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
@@ -23,6 +25,7 @@
 
 pub mod bond;
 pub mod cc;
+pub mod crypto;
 pub mod emu;
 pub mod flow;
 pub mod hash;
@@ -30,6 +33,7 @@ pub mod path;
 pub mod reorder;
 pub mod rtt;
 pub mod sched;
+pub mod serial;
 pub mod shape;
 pub mod sim;
 pub mod time;
