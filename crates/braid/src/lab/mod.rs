@@ -11,6 +11,9 @@
 //! | [`iperf`] | iperf3's JSON, stalls, windowed goodput |
 //! | [`report`] | the table |
 //! | [`progress`] | the progress line |
+//! | [`share`] | link-sharing scenarios: the seed's HTB tests, kernel HTB beside braid's |
+//! | [`udpgen`] | paced UDP senders and binning receivers for [`share`] |
+//! | [`plot`] | SVG charts of per-second rates |
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -18,14 +21,18 @@ use anyhow::{bail, Context, Result};
 
 pub mod iperf;
 pub mod netns;
+pub mod plot;
 pub mod progress;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod share;
+pub mod udpgen;
 
 use progress::Progress;
 use run::{RunOptions, ScenarioResult};
 use scenario::{Scenario, BUILTIN};
+use share::{ShareScenario, SHARE_BUILTIN};
 
 /// Arguments of `braid lab`.
 #[derive(clap::Args, Debug, Clone)]
@@ -44,6 +51,9 @@ pub struct LabArgs {
     /// no progress line
     #[arg(long)]
     pub quiet: bool,
+    /// where link-sharing scenarios write their plots
+    #[arg(long, default_value = "lab-results")]
+    pub out: PathBuf,
 }
 
 /// Run `braid lab`.
@@ -57,27 +67,45 @@ pub fn main(args: LabArgs) -> Result<()> {
                 s.description
             );
         }
+        for (name, text) in SHARE_BUILTIN {
+            let s = ShareScenario::parse(text)?;
+            println!(
+                "{name:<18} {:>4} s  {}",
+                (s.duration_s * 2.0).round(),
+                s.description
+            );
+        }
         return Ok(());
     }
     let names: Vec<String> = if args.scenarios.is_empty() {
         BUILTIN
             .iter()
+            .chain(SHARE_BUILTIN)
             .map(|(n, _)| n.to_string())
             .filter(|n| n != "demo")
             .collect()
     } else {
         args.scenarios.clone()
     };
-    let scenarios = names
-        .iter()
-        .map(|n| Scenario::load(n))
-        .collect::<Result<Vec<_>>>()?;
+    let (mut bond, mut share) = (Vec::new(), Vec::new());
+    for n in &names {
+        match ShareScenario::load(n)? {
+            Some(s) => share.push(s),
+            None => bond.push(Scenario::load(n)?),
+        }
+    }
     preflight(false)?;
     let mut opts = RunOptions::current()?;
     opts.duration = args.duration;
-    let results = run_all(&scenarios, &opts, !args.quiet)?;
+    let results = if bond.is_empty() {
+        Vec::new()
+    } else {
+        run_all(&bond, &opts, !args.quiet)?
+    };
+    let shared = share::run_all(&share, &opts.braid, &args.out)?;
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&results)?;
+        let all = serde_json::json!({ "bond": results, "share": shared });
+        let text = serde_json::to_string_pretty(&all)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
