@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
 use crate::config::Config;
-use crate::{control, daemon, lab, status};
+use crate::{classes, control, daemon, lab, status};
 
 /// braid: join several links into one TUN interface.
 ///
@@ -34,6 +34,31 @@ impl ControlArg {
             None => control::find_socket(),
         }
     }
+}
+
+/// `braid class ...`.
+#[derive(Subcommand, Debug)]
+pub enum ClassCommand {
+    /// Each class's rate, ceil, mode, measured rate, lends, borrows, drops and backlog
+    /// (like `tc -s class show`).
+    Show {
+        /// print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Change a class's settings without restarting the bond, e.g. `braid class change
+    /// 1:10 rate=2mbit ceil=10mbit` (rate, ceil, burst, cburst, prio, quantum, limit).
+    Change {
+        /// class id (`1:10`)
+        id: String,
+        /// KEY=VALUE settings, in tc's units
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        settings: Vec<String>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
 }
 
 /// The subcommands.
@@ -97,6 +122,15 @@ pub enum Command {
         settings: Vec<String>,
         #[command(flatten)]
         control: ControlArg,
+    },
+    /// The shaper's classes: `show` their live figures, `change` one at run time.
+    #[command(subcommand)]
+    Class(ClassCommand),
+    /// Read a tc script (`tc qdisc/class/filter add ... htb/u32`) and print the
+    /// equivalent `[shape]` TOML.
+    TcImport {
+        /// the tc script
+        file: PathBuf,
     },
     /// Run lab scenarios: two network namespaces joined by emulated paths (needs root).
     Lab(lab::LabArgs),
@@ -202,6 +236,41 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let req = set_request(&name, &settings)?;
             control::request(&control.socket()?, &req)?;
             Ok(())
+        }
+        Command::Class(ClassCommand::Show { json, control }) => {
+            let resp = control::request(&control.socket()?, &json!({"cmd": "class-show"}))?;
+            let out = if json {
+                serde_json::to_string_pretty(&resp)? + "\n"
+            } else {
+                classes::render(&resp)
+            };
+            print_out(&out)
+        }
+        Command::Class(ClassCommand::Change {
+            id,
+            settings,
+            control,
+        }) => {
+            let req = classes::change_request(&id, &settings)?;
+            let resp = control::request(&control.socket()?, &req)?;
+            for w in resp
+                .get("warnings")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice)
+            {
+                eprintln!("braid: warning: {}", w.as_str().unwrap_or_default());
+            }
+            print_out(&format!("changed {id}\n"))
+        }
+        Command::TcImport { file } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
+            let script = braid_core::shape::tc::parse_script(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            for n in &script.notes {
+                eprintln!("braid: note: {n}");
+            }
+            print_out(&braid_core::shape::tc::to_toml(&script.spec))
         }
         Command::Lab(args) => lab::main(args),
         Command::Demo => lab::demo(),

@@ -22,6 +22,9 @@ use braid_core::PathId;
 use serde::Deserialize;
 use toml::Spanned;
 
+mod shape;
+pub use shape::ShapeSettings;
+
 /// Smallest TUN MTU accepted (the IPv4 minimum datagram every host must take).
 pub const MTU_MIN: u32 = 576;
 /// Largest TUN MTU accepted: a braid datagram (IPv6 + UDP + data header + packet) must fit
@@ -160,6 +163,8 @@ pub struct Config {
     pub bond: BondSettings,
     /// `[[path]]`, in file order.
     pub paths: Vec<PathSettings>,
+    /// `[shape]`, the HTB shaper on the bond's egress (none = unshaped).
+    pub shape: Option<ShapeSettings>,
 }
 
 impl Config {
@@ -183,7 +188,8 @@ impl Config {
         };
         let raw: RawFile =
             toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
-        validate(raw).map_err(|(span, message)| err(span, message))
+        let base = Path::new(file).parent().unwrap_or(Path::new(""));
+        validate(raw, base).map_err(|(span, message)| err(span, message))
     }
 
     /// Create the bond and add the paths in file order. Returns the bond and the path ids
@@ -238,6 +244,7 @@ struct RawFile {
     bond: Option<S<RawBond>>,
     #[serde(default)]
     path: Vec<S<RawPath>>,
+    shape: Option<S<shape::RawShape>>,
 }
 
 #[derive(Deserialize)]
@@ -402,7 +409,7 @@ pub fn check_path_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn validate(raw: RawFile) -> VResult<Config> {
+fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
     let Some(bond) = raw.bond else {
         return Err((
             None,
@@ -651,7 +658,24 @@ fn validate(raw: RawFile) -> VResult<Config> {
         primary: b.primary.map(S::into_inner),
         core,
     };
-    Ok(Config { bond, paths })
+    let shape = match raw.shape {
+        None => None,
+        Some(s) => {
+            let span = s.span();
+            let settings = shape::validate(s, base)?;
+            // The shaper's own checks (tree, default class, depth) at load time, so that
+            // `braid check` reports them.
+            braid_core::shape::Shaper::new(
+                &settings.spec,
+                0,
+                bond.core.mtu,
+                braid_core::Instant::ZERO,
+            )
+            .map_err(|e| (Some(span), format!("shape: {e}")))?;
+            Some(settings)
+        }
+    };
+    Ok(Config { bond, paths, shape })
 }
 
 fn emulate(e: &RawEmulate, key: &str) -> VResult<EmuConfig> {

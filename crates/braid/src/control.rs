@@ -63,7 +63,7 @@ fn find_socket_in(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// A parsed request.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(tag = "cmd", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Request {
     /// The bond's figures.
@@ -95,6 +95,17 @@ pub enum Request {
         /// New speed, bit/s.
         bps: u64,
     },
+    /// The shaper's classes and their figures.
+    #[serde(rename = "class-show")]
+    ClassShow,
+    /// Change one shaper class.
+    #[serde(rename = "class-change")]
+    ClassChange {
+        /// Class id, `1:10`.
+        id: String,
+        /// Settings (`rate`, `ceil`, ...) as tc-style strings.
+        set: serde_json::Map<String, Value>,
+    },
 }
 
 /// Parse one request line (without its newline).
@@ -108,7 +119,10 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
     match v.get("cmd") {
         Some(Value::String(_)) => {}
         Some(_) => return Err("\"cmd\" must be a string".into()),
-        None => return Err("missing \"cmd\" (one of status, enslave, emancipate, set)".into()),
+        None => return Err(
+            "missing \"cmd\" (one of status, enslave, emancipate, set, class-show, class-change)"
+                .into(),
+        ),
     }
     serde_json::from_value(v).map_err(|e| {
         let e = e.to_string();

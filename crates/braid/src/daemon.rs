@@ -237,7 +237,26 @@ impl Daemon {
             );
         }
         let tun = Tun::open(&b.interface, b.mtu, b.address, b.address6)?;
-        let (bond, ids) = cfg.build_bond(now)?;
+        let (mut bond, ids) = cfg.build_bond(now)?;
+        if let Some(shape) = &cfg.shape {
+            let (shaper, warnings) =
+                braid_core::shape::Shaper::new(&shape.spec, 0, b.core.mtu, now)
+                    .map_err(|e| anyhow::anyhow!("shape: {e}"))?;
+            for n in shape.notes.iter().chain(&warnings) {
+                dlog!(now, "shape: {n}");
+            }
+            dlog!(
+                now,
+                "shape: {} classes, {} filters, link rate {}",
+                shape.spec.classes.len(),
+                shape.spec.filters.len(),
+                shape
+                    .spec
+                    .link_bps
+                    .map_or("auto".to_string(), braid_core::shape::units::format_rate)
+            );
+            bond.set_shaper(now, Some(shaper), shape.spec.link_bps.is_none());
+        }
         let mut paths = Vec::with_capacity(cfg.paths.len());
         for (p, id) in cfg.paths.iter().zip(ids) {
             let io = PathIo::new(
@@ -645,6 +664,14 @@ fn handle_request(
             paths.retain(|p| p.id != id);
             dlog!(now, "path {name} ({id}) emancipated");
             json!({"ok": true})
+        }
+        Request::ClassShow => crate::classes::show(now, bond),
+        Request::ClassChange { id, set } => {
+            let r = crate::classes::change(now, bond, &id, &set);
+            if r.get("ok") == Some(&Value::Bool(true)) {
+                dlog!(now, "class {id} changed: {}", Value::Object(set));
+            }
+            r
         }
         Request::Set { name, bps } => {
             let Some(id) = bond.path_by_name(&name) else {

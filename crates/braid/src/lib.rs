@@ -4,6 +4,7 @@
 //! | module | what it is |
 //! | --- | --- |
 //! | [`cli`] | the command line (clap) and what each subcommand does |
+//! | [`classes`] | `braid class show/change`: the shaper's classes over the control socket |
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
 //! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
@@ -11,6 +12,7 @@
 //! | [`sys`] | Linux glue: TUN, UDP sockets, signals, poll |
 //! | [`lab`] | `braid lab` / `braid demo` |
 
+pub mod classes;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -18,6 +18,7 @@
 
 mod deadline;
 mod link;
+mod shaping;
 mod status;
 
 use std::collections::VecDeque;
@@ -26,6 +27,7 @@ use core::time::Duration;
 
 use self::deadline::Deadline;
 use self::link::{Link, Queued};
+pub use self::shaping::{AUTO_HEADROOM, SHAPER_ROOM};
 pub use self::status::{BondCounters, BondStatus, Event, PathStatus};
 use crate::cc::CcConfig;
 use crate::path::{HealthConfig, LinkState, Transition};
@@ -142,6 +144,9 @@ pub struct Bond {
     states: Vec<PathState>,
     events: VecDeque<Event>,
     counters: BondCounters,
+    shaper: Option<crate::shape::Shaper>,
+    shaper_auto: bool,
+    shape_buf: Vec<u8>,
 }
 
 impl Bond {
@@ -160,6 +165,9 @@ impl Bond {
             states: Vec::new(),
             events: VecDeque::new(),
             counters: BondCounters::default(),
+            shaper: None,
+            shaper_auto: false,
+            shape_buf: Vec::new(),
             cfg,
         }
     }
@@ -204,8 +212,8 @@ impl Bond {
         Ok(())
     }
 
-    /// A packet read from the TUN: number it and queue it on the path(s) the scheduler
-    /// chooses.
+    /// A packet read from the TUN: through the shaper if there is one, then numbered and
+    /// queued on the path(s) the scheduler chooses.
     pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
         self.now = now;
         self.counters.tun_rx += 1;
@@ -213,6 +221,13 @@ impl Bond {
             self.counters.drop_too_big += 1;
             return;
         }
+        if !self.shape(now, packet) {
+            self.schedule_packet(now, packet);
+        }
+    }
+
+    /// Number a packet and queue it on the path(s) the scheduler chooses.
+    fn schedule_packet(&mut self, now: Instant, packet: &[u8]) {
         self.refresh_states();
         let first = self.scheduler.choose(now, packet, &self.states);
         let choice = if self.scheduler.pins_flows() || self.scheduler.weighs_queues() {
@@ -478,6 +493,9 @@ impl Bond {
     /// DATA_HEADER_LEN` bytes; a smaller one gets only control messages.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.now = now;
+        if self.shaper.is_some() {
+            self.release(now);
+        }
         let n = self.links.len();
         for k in 0..n {
             let i = (self.cursor + k) % n;
@@ -584,6 +602,7 @@ impl Bond {
             }
         };
         merge(self.reorder.poll_timeout());
+        merge(self.shaper_timeout());
         for link in &self.links {
             merge(Some(link.health.poll_timeout()));
             merge(link.next_transmit(now));
@@ -613,6 +632,10 @@ impl Bond {
         if self.scheduler.poll_timeout().is_some_and(|t| t <= now) {
             self.refresh_states();
             self.scheduler.handle_timeout(now, &self.states);
+        }
+        if self.shaper.is_some() {
+            self.refresh_link_rate(now);
+            self.release(now);
         }
     }
 

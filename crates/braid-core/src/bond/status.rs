@@ -62,6 +62,8 @@ pub struct BondCounters {
     pub drop_queue: u64,
     /// Dropped: too large for the MTU.
     pub drop_too_big: u64,
+    /// Packets the shaper dropped (a leaf queue was full).
+    pub drop_shaper: u64,
     /// Datagrams from a path that failed to parse.
     pub bad_datagram: u64,
     /// Datagrams for a path the bond does not know.
