@@ -456,10 +456,12 @@ mod tests {
         }
     }
 
+    type Mutation = Box<dyn Fn(&mut ShapeSpec)>;
+
     #[test]
     fn validate_basic_catches_each_mistake() {
         assert_eq!(two_level().validate_basic(), Ok(()));
-        let cases: Vec<(Box<dyn Fn(&mut ShapeSpec)>, &str)> = vec![
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|s| s.default_class = None), "no default class"),
             (
                 Box::new(|s| s.default_class = Some(ClassId::new(1, 1))),

@@ -215,7 +215,7 @@ pub fn format_rate(bps: u64) -> String {
         if rate < 1000 {
             break;
         }
-        if rate % 1000 != 0 && rate < 1_000_000 {
+        if !rate.is_multiple_of(1000) && rate < 1_000_000 {
             break;
         }
         rate /= 1000;
@@ -236,7 +236,7 @@ pub fn format_rate_exact(bps: u64) -> String {
         ("mbit", 1_000_000),
         ("kbit", 1000),
     ] {
-        if bps != 0 && bps % scale == 0 {
+        if bps != 0 && bps.is_multiple_of(scale) {
             return format!("{}{unit}", bps / scale);
         }
     }
