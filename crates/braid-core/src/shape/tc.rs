@@ -585,7 +585,7 @@ impl Reader {
     }
 
     fn class_cmd(&mut self, action: &str, args: &[String]) -> R<()> {
-        let major = self.major("class")?;
+        self.major("class")?;
         let mut it = args.iter();
         let mut classid = None;
         let mut parent: Option<Option<ClassId>> = None;
@@ -647,7 +647,6 @@ impl Reader {
                 ));
             }
         }
-        let _ = major;
         let mut spec = ClassSpec::new(id, parent, 0);
         let mut rate = None;
         let mut ceil = None;
@@ -1492,6 +1491,26 @@ class = "1:13"
             toml.contains("burst = 2048\ncburst = 3072\nprio = 3\nquantum = 5000\n"),
             "{toml}"
         );
+    }
+
+    /// `tc filter show` on iproute2 6.1 printed, for these matches:
+    /// `match 0a000000/ff000000 at 12` (src 10/8), `match 00000008/0000ffff at 20`
+    /// (dport 010 is octal 8), `match 00b80000/00fc0000 at 0` (dsfield 0xb8 0xfc),
+    /// `match 03f20400/fffffc00 at 20` (sport 1010 0xffff + dport 1024 0xfc00),
+    /// `match 0a010000/ffff0000 at 16` (dst 10.1.2.3/255.255.0.0).
+    #[test]
+    fn u32_forms_pinned_against_tc_6_1() {
+        let s = with(
+            "tc filter add dev d0 parent 1: protocol ip prio 8 u32 match ip src 10/8 \
+             match ip dport 010 0xffff flowid 1:10\n\
+             tc filter add dev d0 parent 1: protocol ip prio 9 u32 match ip dsfield 0xb8 0xfc classid 1:10",
+        )
+        .unwrap();
+        let f = &s.spec.filters;
+        assert_eq!(f[0].src, Some(Prefix::parse("10.0.0.0/8").unwrap()));
+        assert_eq!(f[0].dport, Some(PortRange { lo: 8, hi: 8 }));
+        assert_eq!(f[1].tos, Some((0xb8, 0xfc)));
+        assert_eq!(f[1].class, id(0x10));
     }
 
     #[test]
