@@ -1,26 +1,549 @@
 //! The classifier: filters by prefix, protocol, port and TOS in priority order; the first
 //! match wins; otherwise the default class.
 //!
-//! STUB: contract only.
+//! Packets are raw IP (what the TUN device gives): IPv4 or IPv6, told apart by the
+//! version nibble. A filter matches when every field it sets matches:
+//!
+//! - `src` / `dst`: the address is of the prefix's family and inside it (an IPv4 prefix
+//!   never matches an IPv6 packet and the other way round; `0.0.0.0/0` is "any IPv4");
+//! - `protocol`: the IPv4 protocol field, or for IPv6 the upper-layer header found after
+//!   the hop-by-hop, routing, destination-options and fragment extension headers;
+//! - `sport` / `dport`: only TCP, UDP, UDP-Lite and SCTP carry ports, and only in the first
+//!   fragment; a packet whose ports cannot be read (other protocol, later fragment,
+//!   truncated) does not match a filter that asks for ports;
+//! - `tos`: the IPv4 TOS byte or the IPv6 traffic class, `tos & mask == value & mask`.
+//!
+//! Differences from the kernel's u32 (documented in `docs/shaping.md`): u32 reads ports at
+//! fixed offsets 20/22 (wrong for IPv4 headers with options, and for non-port protocols);
+//! braid reads them after the real header length and only for protocols that have them.
+//!
+//! Never panics on any bytes, and allocates nothing per packet.
 
-use super::spec::{ClassId, FilterSpec};
+use std::net::IpAddr;
+
+use super::spec::{ClassId, FilterSpec, PortRange, Prefix};
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+const SCTP: u8 = 132;
+const UDPLITE: u8 = 136;
+
+/// A prefix in matching form: family, network bits and mask, as one u128.
+#[derive(Clone, Copy, Debug)]
+struct Net {
+    v6: bool,
+    net: u128,
+    mask: u128,
+}
+
+impl Net {
+    fn new(p: &Prefix) -> Net {
+        match p.addr {
+            IpAddr::V4(a) => {
+                let mask = u128::from(
+                    u32::MAX
+                        .checked_shl(32 - u32::from(p.len.min(32)))
+                        .unwrap_or(0),
+                );
+                Net {
+                    v6: false,
+                    net: u128::from(u32::from(a)) & mask,
+                    mask,
+                }
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(p.len.min(128)))
+                    .unwrap_or(0);
+                Net {
+                    v6: true,
+                    net: u128::from(a) & mask,
+                    mask,
+                }
+            }
+        }
+    }
+
+    fn matches(&self, v6: bool, addr: u128) -> bool {
+        self.v6 == v6 && addr & self.mask == self.net
+    }
+}
+
+/// One filter in matching form.
+#[derive(Clone, Debug)]
+struct Rule {
+    src: Option<Net>,
+    dst: Option<Net>,
+    protocol: Option<u8>,
+    sport: Option<PortRange>,
+    dport: Option<PortRange>,
+    tos: Option<(u8, u8)>,
+    class: ClassId,
+}
+
+/// What a filter can look at, read once per packet.
+#[derive(Clone, Copy, Debug)]
+struct Fields {
+    v6: bool,
+    src: u128,
+    dst: u128,
+    protocol: u8,
+    tos: u8,
+    /// (source, destination) when the packet has readable ports.
+    ports: Option<(u16, u16)>,
+}
 
 /// Filters sorted for matching.
 #[derive(Clone, Debug, Default)]
 pub struct Classifier {
-    _private: (),
+    rules: Vec<Rule>,
+    default_class: ClassId,
 }
 
 impl Classifier {
     /// Sorts `filters` by priority (stable) and remembers the default class.
     pub fn new(filters: &[FilterSpec], default_class: ClassId) -> Self {
-        let _ = (filters, default_class);
-        Self::default()
+        let mut sorted: Vec<&FilterSpec> = filters.iter().collect();
+        sorted.sort_by_key(|f| f.prio); // stable: equal prios keep their order
+        let rules = sorted
+            .into_iter()
+            .map(|f| Rule {
+                src: f.src.as_ref().map(Net::new),
+                dst: f.dst.as_ref().map(Net::new),
+                protocol: f.protocol,
+                sport: f.sport,
+                dport: f.dport,
+                tos: f.tos,
+                class: f.class,
+            })
+            .collect();
+        Self {
+            rules,
+            default_class,
+        }
     }
 
     /// The class for an IP packet (IPv4 or IPv6; anything unparsable goes to the default).
     pub fn classify(&self, packet: &[u8]) -> ClassId {
-        let _ = packet;
-        ClassId(0)
+        let Some(f) = parse(packet) else {
+            return self.default_class;
+        };
+        self.rules
+            .iter()
+            .find(|r| rule_matches(r, &f))
+            .map_or(self.default_class, |r| r.class)
+    }
+
+    /// The default class.
+    pub fn default_class(&self) -> ClassId {
+        self.default_class
+    }
+}
+
+fn rule_matches(r: &Rule, f: &Fields) -> bool {
+    if let Some(n) = &r.src {
+        if !n.matches(f.v6, f.src) {
+            return false;
+        }
+    }
+    if let Some(n) = &r.dst {
+        if !n.matches(f.v6, f.dst) {
+            return false;
+        }
+    }
+    if r.protocol.is_some_and(|p| p != f.protocol) {
+        return false;
+    }
+    if let Some((v, m)) = r.tos {
+        if f.tos & m != v & m {
+            return false;
+        }
+    }
+    if r.sport.is_some() || r.dport.is_some() {
+        let Some((sp, dp)) = f.ports else {
+            return false;
+        };
+        if r.sport.is_some_and(|p| sp < p.lo || sp > p.hi) {
+            return false;
+        }
+        if r.dport.is_some_and(|p| dp < p.lo || dp > p.hi) {
+            return false;
+        }
+    }
+    true
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([
+        *b.get(at)?,
+        *b.get(at.checked_add(1)?)?,
+    ]))
+}
+
+fn has_ports(protocol: u8) -> bool {
+    matches!(protocol, TCP | UDP | UDPLITE | SCTP)
+}
+
+/// The ports at `at`, when `protocol` has ports and the bytes are there.
+fn ports_at(b: &[u8], protocol: u8, at: usize) -> Option<(u16, u16)> {
+    if !has_ports(protocol) {
+        return None;
+    }
+    Some((be16(b, at)?, be16(b, at.checked_add(2)?)?))
+}
+
+fn parse(b: &[u8]) -> Option<Fields> {
+    match b.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(b.first()? & 0x0f) * 4;
+            if ihl < 20 || b.len() < ihl {
+                return None;
+            }
+            let src = u32::from_be_bytes(b.get(12..16)?.try_into().ok()?);
+            let dst = u32::from_be_bytes(b.get(16..20)?.try_into().ok()?);
+            let protocol = *b.get(9)?;
+            let frag_offset = be16(b, 6)? & 0x1fff;
+            let ports = if frag_offset == 0 {
+                ports_at(b, protocol, ihl)
+            } else {
+                None
+            };
+            Some(Fields {
+                v6: false,
+                src: u128::from(src),
+                dst: u128::from(dst),
+                protocol,
+                tos: *b.get(1)?,
+                ports,
+            })
+        }
+        6 => {
+            if b.len() < 40 {
+                return None;
+            }
+            let src = u128::from_be_bytes(b.get(8..24)?.try_into().ok()?);
+            let dst = u128::from_be_bytes(b.get(24..40)?.try_into().ok()?);
+            let tos = (b.first()? << 4) | (b.get(1)? >> 4);
+            // Walk the extension headers that precede the upper layer (bounded).
+            let mut next = *b.get(6)?;
+            let mut at = 40usize;
+            let mut first_fragment = true;
+            for _ in 0..8 {
+                match next {
+                    // hop-by-hop, routing, destination options: (len + 1) * 8 bytes
+                    0 | 43 | 60 => {
+                        let len = (usize::from(*b.get(at + 1)?) + 1) * 8;
+                        next = *b.get(at)?;
+                        at += len;
+                    }
+                    // fragment: 8 bytes; a non-zero offset means no upper-layer header
+                    44 => {
+                        next = *b.get(at)?;
+                        if be16(b, at + 2)? >> 3 != 0 {
+                            first_fragment = false;
+                        }
+                        at += 8;
+                    }
+                    _ => break,
+                }
+            }
+            let ports = if first_fragment && !matches!(next, 0 | 43 | 60 | 44) {
+                ports_at(b, next, at)
+            } else {
+                None
+            };
+            Some(Fields {
+                v6: true,
+                src,
+                dst,
+                protocol: next,
+                tos,
+                ports,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, tos: u8, sport: u16, dport: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 28];
+        p[0] = 0x45;
+        p[1] = tos;
+        p[2..4].copy_from_slice(&28u16.to_be_bytes());
+        p[8] = 64;
+        p[9] = proto;
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p
+    }
+
+    fn v6(src: u128, dst: u128, next: u8, tclass: u8, l4: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x60 | (tclass >> 4);
+        p[1] = tclass << 4;
+        p[4..6].copy_from_slice(&(l4.len() as u16).to_be_bytes());
+        p[6] = next;
+        p[7] = 64;
+        p[8..24].copy_from_slice(&src.to_be_bytes());
+        p[24..40].copy_from_slice(&dst.to_be_bytes());
+        p.extend_from_slice(l4);
+        p
+    }
+
+    fn id(minor: u16) -> ClassId {
+        ClassId::new(1, minor)
+    }
+
+    fn pfx(s: &str) -> Option<Prefix> {
+        Some(Prefix::parse(s).unwrap())
+    }
+
+    /// The seed's filters: three /32 at prio 1, the catch-all at tc's auto prio 49152.
+    fn seed() -> Classifier {
+        let f = |prio, src: &str, c| FilterSpec {
+            prio,
+            src: pfx(src),
+            class: id(c),
+            ..FilterSpec::default()
+        };
+        // Given in script order: the catch-all comes last but its prio sorts it last too.
+        Classifier::new(
+            &[
+                f(1, "192.168.1.110", 0x10),
+                f(1, "192.168.1.111", 0x11),
+                f(1, "192.168.1.112", 0x12),
+                f(49152, "0.0.0.0/0", 0x13),
+            ],
+            id(0x13),
+        )
+    }
+
+    #[test]
+    fn seed_users() {
+        let c = seed();
+        let pkt = |last| v4([192, 168, 1, last], [184, 66, 159, 205], UDP, 0, 5000, 1010);
+        assert_eq!(c.classify(&pkt(110)), id(0x10));
+        assert_eq!(c.classify(&pkt(111)), id(0x11));
+        assert_eq!(c.classify(&pkt(112)), id(0x12));
+        assert_eq!(c.classify(&pkt(113)), id(0x13));
+        // IPv6 is not matched by 0.0.0.0/0; it goes to the default (here the same class).
+        let c2 = Classifier::new(
+            &[FilterSpec {
+                src: pfx("0.0.0.0/0"),
+                class: id(0x10),
+                ..FilterSpec::default()
+            }],
+            id(0x13),
+        );
+        assert_eq!(c2.classify(&v6(1, 2, UDP, 0, &[0; 8])), id(0x13));
+        assert_eq!(c2.classify(&pkt(1)), id(0x10));
+    }
+
+    #[test]
+    fn prio_then_order() {
+        let f = |prio, c| FilterSpec {
+            prio,
+            class: id(c),
+            ..FilterSpec::default()
+        };
+        let pkt = v4([1, 1, 1, 1], [2, 2, 2, 2], TCP, 0, 1, 2);
+        // Lowest prio wins even when given last.
+        assert_eq!(
+            Classifier::new(&[f(5, 1), f(2, 2)], id(9)).classify(&pkt),
+            id(2)
+        );
+        // Equal prios: the first given wins (stable sort).
+        assert_eq!(
+            Classifier::new(&[f(3, 1), f(3, 2)], id(9)).classify(&pkt),
+            id(1)
+        );
+        assert_eq!(
+            Classifier::new(&[f(3, 2), f(3, 1)], id(9)).classify(&pkt),
+            id(2)
+        );
+        // No filters: default.
+        assert_eq!(Classifier::new(&[], id(9)).classify(&pkt), id(9));
+    }
+
+    #[test]
+    fn ports_protocol_tos() {
+        let filters = [
+            FilterSpec {
+                prio: 1,
+                protocol: Some(UDP),
+                dport: Some(PortRange { lo: 1000, hi: 2000 }),
+                class: id(1),
+                ..FilterSpec::default()
+            },
+            FilterSpec {
+                prio: 2,
+                sport: Some(PortRange { lo: 22, hi: 22 }),
+                class: id(2),
+                ..FilterSpec::default()
+            },
+            FilterSpec {
+                prio: 3,
+                tos: Some((46 << 2, 0xfc)),
+                class: id(3),
+                ..FilterSpec::default()
+            },
+            FilterSpec {
+                prio: 4,
+                dst: pfx("10.0.0.0/8"),
+                class: id(4),
+                ..FilterSpec::default()
+            },
+        ];
+        let c = Classifier::new(&filters, id(9));
+        let a = [1, 2, 3, 4];
+        let b = [5, 6, 7, 8];
+        assert_eq!(c.classify(&v4(a, b, UDP, 0, 5, 1000)), id(1));
+        assert_eq!(c.classify(&v4(a, b, UDP, 0, 5, 2000)), id(1));
+        assert_eq!(c.classify(&v4(a, b, UDP, 0, 5, 2001)), id(9));
+        assert_eq!(c.classify(&v4(a, b, TCP, 0, 5, 1500)), id(9)); // protocol mismatch
+        assert_eq!(c.classify(&v4(a, b, TCP, 0, 22, 80)), id(2));
+        assert_eq!(c.classify(&v4(a, b, SCTP, 0, 22, 80)), id(2));
+        assert_eq!(c.classify(&v4(a, b, UDPLITE, 0, 22, 80)), id(2));
+        // ICMP has no ports: bytes 20..22 happen to be 22 but must not match.
+        assert_eq!(c.classify(&v4(a, b, 1, 0, 22, 80)), id(9));
+        // DSCP EF (46) with ECN bits set still matches under mask 0xfc.
+        assert_eq!(c.classify(&v4(a, b, 1, (46 << 2) | 3, 0, 0)), id(3));
+        assert_eq!(c.classify(&v4(a, b, 1, 45 << 2, 0, 0)), id(9));
+        assert_eq!(c.classify(&v4(a, [10, 9, 9, 9], 1, 0, 0, 0)), id(4));
+        assert_eq!(c.classify(&v4(a, [11, 9, 9, 9], 1, 0, 0, 0)), id(9));
+    }
+
+    #[test]
+    fn ipv4_options_and_fragments() {
+        let c = Classifier::new(
+            &[FilterSpec {
+                dport: Some(PortRange { lo: 80, hi: 80 }),
+                class: id(1),
+                ..FilterSpec::default()
+            }],
+            id(9),
+        );
+        // IHL 6 (4 bytes of options): the ports move to offset 24.
+        let mut p = v4([1, 1, 1, 1], [2, 2, 2, 2], TCP, 0, 0, 0);
+        p[0] = 0x46;
+        p.splice(20..20, [1, 1, 1, 1]);
+        p[24..26].copy_from_slice(&1234u16.to_be_bytes());
+        p[26..28].copy_from_slice(&80u16.to_be_bytes());
+        assert_eq!(c.classify(&p), id(1));
+        // Where u32 would look (offset 22) there is nothing useful.
+        let mut q = v4([1, 1, 1, 1], [2, 2, 2, 2], TCP, 0, 1234, 80);
+        assert_eq!(c.classify(&q), id(1));
+        // A later fragment has no ports.
+        q[6..8].copy_from_slice(&0x0001u16.to_be_bytes());
+        assert_eq!(c.classify(&q), id(9));
+        // The first fragment (MF set, offset 0) has them.
+        q[6..8].copy_from_slice(&0x2000u16.to_be_bytes());
+        assert_eq!(c.classify(&q), id(1));
+        // Truncated before the ports: no match, no panic.
+        assert_eq!(c.classify(&q[..22]), id(9));
+        // Header longer than the packet: unparsable -> default.
+        let mut r = q.clone();
+        r[0] = 0x4f;
+        assert_eq!(c.classify(&r), id(9));
+    }
+
+    #[test]
+    fn ipv6_fields_and_extension_headers() {
+        let src: u128 = 0x2001_0db8_0000_0000_0000_0000_0000_0001;
+        let filters = [
+            FilterSpec {
+                prio: 1,
+                src: pfx("2001:db8::/32"),
+                protocol: Some(UDP),
+                dport: Some(PortRange { lo: 53, hi: 53 }),
+                class: id(1),
+                ..FilterSpec::default()
+            },
+            FilterSpec {
+                prio: 2,
+                tos: Some((0xb8, 0xfc)),
+                class: id(2),
+                ..FilterSpec::default()
+            },
+        ];
+        let c = Classifier::new(&filters, id(9));
+        let udp = [0, 1, 0, 53, 0, 8, 0, 0];
+        assert_eq!(c.classify(&v6(src, 2, UDP, 0, &udp)), id(1));
+        assert_eq!(c.classify(&v6(src << 64, 2, UDP, 0, &udp)), id(9));
+        // Hop-by-hop (8 bytes) then UDP.
+        let mut hbh = vec![UDP, 0, 0, 0, 0, 0, 0, 0];
+        hbh.extend_from_slice(&udp);
+        assert_eq!(c.classify(&v6(src, 2, 0, 0, &hbh)), id(1));
+        // First fragment then UDP: ports readable.
+        let mut frag = vec![UDP, 0, 0, 1, 0, 0, 0, 7];
+        frag.extend_from_slice(&udp);
+        assert_eq!(c.classify(&v6(src, 2, 44, 0, &frag)), id(1));
+        // Later fragment: no ports.
+        frag[2..4].copy_from_slice(&(185u16 << 3).to_be_bytes());
+        assert_eq!(c.classify(&v6(src, 2, 44, 0, &frag)), id(9));
+        // Traffic class 0xb8 (EF) spans the first two bytes.
+        assert_eq!(c.classify(&v6(7, 2, 58, 0xb8, &[0; 8])), id(2));
+        assert_eq!(c.classify(&v6(7, 2, 58, 0xb4, &[0; 8])), id(9));
+        // An IPv6 prefix never matches IPv4.
+        let only6 = Classifier::new(
+            &[FilterSpec {
+                src: pfx("::/0"),
+                class: id(1),
+                ..FilterSpec::default()
+            }],
+            id(9),
+        );
+        assert_eq!(
+            only6.classify(&v4([1, 1, 1, 1], [2, 2, 2, 2], UDP, 0, 1, 2)),
+            id(9)
+        );
+        assert_eq!(only6.classify(&v6(1, 2, UDP, 0, &udp)), id(1));
+    }
+
+    #[test]
+    fn garbage_goes_to_default() {
+        let c = seed();
+        for p in [&[][..], &[0x45], &[0x60; 39], &[0x00; 60], &[0xff; 60]] {
+            assert_eq!(c.classify(p), id(0x13));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120),
+                        first in prop_oneof![Just(0x45u8), Just(0x46), Just(0x4f), Just(0x60), any::<u8>()],
+                        next in prop_oneof![Just(0u8), Just(43), Just(44), Just(60), Just(6), Just(17), any::<u8>()]) {
+            let mut p = bytes;
+            if let Some(b) = p.first_mut() { *b = first; }
+            if let Some(b) = p.get_mut(6) { if first >> 4 == 6 { *b = next; } }
+            let filters = [
+                FilterSpec { prio: 1, sport: Some(PortRange { lo: 0, hi: 100 }), class: id(1), ..FilterSpec::default() },
+                FilterSpec { prio: 2, src: pfx("::/1"), dport: Some(PortRange { lo: 5, hi: 5 }), class: id(2), ..FilterSpec::default() },
+                FilterSpec { prio: 3, src: pfx("128.0.0.0/1"), protocol: Some(17), tos: Some((1, 1)), class: id(3), ..FilterSpec::default() },
+                // A hand-built prefix with an impossible length must not panic either.
+                FilterSpec { prio: 4, dst: Some(Prefix { addr: "1.2.3.4".parse().unwrap(), len: 200 }), class: id(4), ..FilterSpec::default() },
+            ];
+            let c = Classifier::new(&filters, id(9));
+            let got = c.classify(&p);
+            prop_assert!([1, 2, 3, 4, 9].contains(&got.minor()));
+        }
+
+        /// A /len prefix matches exactly the addresses that share the top len bits.
+        #[test]
+        fn prefix_semantics(net in any::<u32>(), addr in any::<u32>(), len in 0u8..=32) {
+            let p = Prefix::new(IpAddr::V4(net.into()), len);
+            let c = Classifier::new(&[FilterSpec { src: Some(p), class: id(1), ..FilterSpec::default() }], id(9));
+            let pkt = v4(addr.to_be_bytes(), [0; 4], 1, 0, 0, 0);
+            let shift = 32 - u32::from(len);
+            let same = u64::from(net) >> shift == u64::from(addr) >> shift;
+            prop_assert_eq!(c.classify(&pkt) == id(1), same);
+        }
     }
 }

@@ -23,6 +23,46 @@ impl ClassId {
     pub const fn minor(self) -> u16 {
         self.0 as u16
     }
+
+    /// Parses a handle in tc's syntax (`get_tc_classid`): `MAJ:MIN` or `MAJ:` (minor 0,
+    /// the qdisc itself), both parts hexadecimal (an optional `0x` is accepted, as
+    /// `strtoul(..., 16)` does), each below 0x10000: `1:10` is `0x0001_0010`, `1:ff` is
+    /// minor 255. Stricter than tc in two ways, because both are always mistakes in a
+    /// braid config: a bare number (`10`, which tc reads as `0:10`) and a zero major
+    /// (`:10`) are refused.
+    pub fn parse(s: &str) -> Result<ClassId, String> {
+        let hex = |t: &str| -> Option<u32> {
+            let t = t
+                .strip_prefix("0x")
+                .or_else(|| t.strip_prefix("0X"))
+                .unwrap_or(t);
+            if t.is_empty() || t.len() > 8 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            u32::from_str_radix(t, 16).ok().filter(|&v| v < 0x1_0000)
+        };
+        let Some((maj, min)) = s.split_once(':') else {
+            return Err(format!(
+                "bad class id {s:?}: write MAJOR:MINOR in hexadecimal, such as \"1:10\""
+            ));
+        };
+        let major = hex(maj).ok_or_else(|| {
+            format!("bad class id {s:?}: major {maj:?} is not a hexadecimal number below 10000")
+        })?;
+        if major == 0 {
+            return Err(format!(
+                "bad class id {s:?}: the major (the qdisc's handle, such as 1:) cannot be 0"
+            ));
+        }
+        let minor = if min.is_empty() {
+            0
+        } else {
+            hex(min).ok_or_else(|| {
+                format!("bad class id {s:?}: minor {min:?} is not a hexadecimal number below 10000")
+            })?
+        };
+        Ok(ClassId(major << 16 | minor))
+    }
 }
 
 impl fmt::Display for ClassId {
@@ -102,6 +142,60 @@ pub struct Prefix {
     pub len: u8,
 }
 
+impl Prefix {
+    /// Parses `ADDR` (a host: /32 or /128) or `ADDR/LEN`, IPv4 or IPv6: `192.168.1.110`,
+    /// `0.0.0.0/0`, `10.1.0.0/16`, `2001:db8::/32`. Host bits beyond the length are
+    /// cleared (`10.1.2.3/16` becomes `10.1.0.0/16`), as u32's `key &= mask` does.
+    pub fn parse(s: &str) -> Result<Prefix, String> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("bad prefix {s:?}: {a:?} is not an IPv4 or IPv6 address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match l {
+            None => max,
+            Some(l) => l
+                .parse::<u8>()
+                .ok()
+                .filter(|&n| n <= max && !l.starts_with('+'))
+                .ok_or_else(|| format!("bad prefix {s:?}: length {l:?} is not 0 to {max}"))?,
+        };
+        Ok(Prefix::new(addr, len))
+    }
+
+    /// The prefix with its host bits cleared (`len` is capped at the family's width).
+    pub fn new(addr: IpAddr, len: u8) -> Prefix {
+        match addr {
+            IpAddr::V4(a) => {
+                let len = len.min(32);
+                let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                Prefix {
+                    addr: IpAddr::V4((u32::from(a) & mask).into()),
+                    len,
+                }
+            }
+            IpAddr::V6(a) => {
+                let len = len.min(128);
+                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                Prefix {
+                    addr: IpAddr::V6((u128::from(a) & mask).into()),
+                    len,
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Prefix {
+    /// `ADDR/LEN`, always with the length: `192.168.1.110/32`, `2001:db8::/32`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
 /// An inclusive port range; a single port is `lo == hi`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortRange {
@@ -109,6 +203,42 @@ pub struct PortRange {
     pub lo: u16,
     /// Highest port matched.
     pub hi: u16,
+}
+
+impl PortRange {
+    /// Parses `PORT` or `LO-HI` (inclusive, `LO <= HI`), decimal: `1010`, `1000-2000`.
+    pub fn parse(s: &str) -> Result<PortRange, String> {
+        let port = |t: &str| -> Result<u16, String> {
+            let t = t.trim();
+            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!("bad port {t:?} in {s:?}: a number 0 to 65535"));
+            }
+            t.parse()
+                .map_err(|_| format!("bad port {t:?} in {s:?}: a number 0 to 65535"))
+        };
+        let (lo, hi) = match s.split_once('-') {
+            Some((a, b)) => (port(a)?, port(b)?),
+            None => {
+                let p = port(s)?;
+                (p, p)
+            }
+        };
+        if lo > hi {
+            return Err(format!("bad port range {s:?}: {lo} is above {hi}"));
+        }
+        Ok(PortRange { lo, hi })
+    }
+}
+
+impl fmt::Display for PortRange {
+    /// `1010` for one port, `1000-2000` for a range.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "{}", self.lo)
+        } else {
+            write!(f, "{}-{}", self.lo, self.hi)
+        }
+    }
 }
 
 /// One filter: every field that is set must match; the first matching filter wins.
@@ -141,6 +271,234 @@ impl Default for ShapeSpec {
             r2q: 10,
             classes: Vec::new(),
             filters: Vec::new(),
+        }
+    }
+}
+
+impl ShapeSpec {
+    /// Cheap structural checks, each error naming the class or filter: class ids unique,
+    /// non-zero minor, one major for all; every parent exists with the same major and
+    /// the tree has no cycle and is at most 8 levels deep (`TC_HTB_MAXDEPTH`); rates
+    /// non-zero; prio 0-7; the default class is set and is a leaf (braid never sends
+    /// unclassified traffic unshaped); every filter's class exists and is a leaf (the
+    /// kernel would silently fall through to the default).
+    pub fn validate_basic(&self) -> Result<(), String> {
+        use std::collections::HashMap;
+        let mut by_id: HashMap<ClassId, &ClassSpec> = HashMap::new();
+        let major = self.classes.first().map(|c| c.id.major());
+        for c in &self.classes {
+            if c.id.minor() == 0 || c.id.major() == 0 {
+                return Err(format!("class {}: minor and major must be non-zero", c.id));
+            }
+            if Some(c.id.major()) != major {
+                return Err(format!(
+                    "class {}: major differs from the other classes' ({:x}:)",
+                    c.id,
+                    major.unwrap_or(0)
+                ));
+            }
+            if by_id.insert(c.id, c).is_some() {
+                return Err(format!("class {}: defined twice", c.id));
+            }
+            if c.rate_bps == 0 || c.ceil_bps == Some(0) {
+                return Err(format!("class {}: rate and ceil must be non-zero", c.id));
+            }
+            if c.prio > 7 {
+                return Err(format!("class {}: prio {} is above 7", c.id, c.prio));
+            }
+        }
+        let mut has_child: HashMap<ClassId, ()> = HashMap::new();
+        for c in &self.classes {
+            let mut depth = 1;
+            let mut p = c.parent;
+            while let Some(pid) = p {
+                let Some(parent) = by_id.get(&pid) else {
+                    return Err(format!("class {}: parent {pid} does not exist", c.id));
+                };
+                depth += 1;
+                if depth > 8 {
+                    return Err(format!(
+                        "class {}: tree is too deep (more than 8 levels) or has a cycle",
+                        c.id
+                    ));
+                }
+                p = parent.parent;
+            }
+            if let Some(pid) = c.parent {
+                has_child.insert(pid, ());
+            }
+        }
+        let leaf = |id: ClassId| by_id.contains_key(&id) && !has_child.contains_key(&id);
+        match self.default_class {
+            None => {
+                return Err(
+                    "no default class: name the leaf that unclassified traffic goes to".into(),
+                )
+            }
+            Some(d) if !by_id.contains_key(&d) => {
+                return Err(format!("default class {d} does not exist"))
+            }
+            Some(d) if !leaf(d) => {
+                return Err(format!("default class {d} is not a leaf (it has children)"))
+            }
+            Some(_) => {}
+        }
+        for (i, f) in self.filters.iter().enumerate() {
+            if !by_id.contains_key(&f.class) {
+                return Err(format!(
+                    "filter {} (prio {}): class {} does not exist",
+                    i + 1,
+                    f.prio,
+                    f.class
+                ));
+            }
+            if !leaf(f.class) {
+                return Err(format!(
+                    "filter {} (prio {}): class {} is not a leaf (it has children)",
+                    i + 1,
+                    f.prio,
+                    f.class
+                ));
+            }
+            if let (Some(s), Some(d)) = (f.src, f.dst) {
+                if s.addr.is_ipv4() != d.addr.is_ipv4() {
+                    return Err(format!(
+                        "filter {} (prio {}): src and dst are of different IP versions",
+                        i + 1,
+                        f.prio
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_ids_as_tc() {
+        assert_eq!(ClassId::parse("1:10"), Ok(ClassId(0x1_0010)));
+        assert_eq!(ClassId::parse("1:"), Ok(ClassId(0x1_0000)));
+        assert_eq!(ClassId::parse("1:ff"), Ok(ClassId::new(1, 255)));
+        assert_eq!(ClassId::parse("0x1:0x13"), Ok(ClassId(0x1_0013)));
+        assert_eq!(ClassId::parse("ffff:FFFF"), Ok(ClassId(0xffff_ffff)));
+        for bad in [
+            "10", ":10", "0:10", "1:10000", "10000:1", "1:g", "", ":", "1:-1", "root", "1:1:1",
+        ] {
+            assert!(ClassId::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(ClassId(0x1_0013).to_string(), "1:13");
+        assert_eq!(ClassId(0x1_0000).to_string(), "1:0");
+    }
+
+    #[test]
+    fn prefixes() {
+        let p = Prefix::parse("192.168.1.110").unwrap();
+        assert_eq!(p.to_string(), "192.168.1.110/32");
+        assert_eq!(Prefix::parse("0.0.0.0/0").unwrap().len, 0);
+        assert_eq!(
+            Prefix::parse("10.1.2.3/16").unwrap().to_string(),
+            "10.1.0.0/16"
+        );
+        assert_eq!(
+            Prefix::parse("2001:db8::1/32").unwrap().to_string(),
+            "2001:db8::/32"
+        );
+        assert_eq!(Prefix::parse("::1").unwrap().len, 128);
+        for bad in [
+            "10.0.0.0/33",
+            "::/129",
+            "10/8",
+            "10.0.0.0/",
+            "10.0.0.0/+8",
+            "x",
+            "1.2.3.4/-1",
+        ] {
+            assert!(Prefix::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn port_ranges() {
+        assert_eq!(
+            PortRange::parse("1010"),
+            Ok(PortRange { lo: 1010, hi: 1010 })
+        );
+        assert_eq!(
+            PortRange::parse("1000-2000"),
+            Ok(PortRange { lo: 1000, hi: 2000 })
+        );
+        assert_eq!(
+            PortRange::parse("1000-2000").unwrap().to_string(),
+            "1000-2000"
+        );
+        assert_eq!(PortRange::parse("80").unwrap().to_string(), "80");
+        for bad in ["2000-1000", "65536", "-1", "a", "", "1-", "+5"] {
+            assert!(PortRange::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    fn two_level() -> ShapeSpec {
+        let root = ClassId::new(1, 1);
+        let mut a = ClassSpec::new(ClassId::new(1, 0x10), Some(root), 1_000_000);
+        a.prio = 1;
+        ShapeSpec {
+            default_class: Some(ClassId::new(1, 0x10)),
+            classes: vec![ClassSpec::new(root, None, 10_000_000), a],
+            filters: vec![FilterSpec {
+                class: ClassId::new(1, 0x10),
+                ..FilterSpec::default()
+            }],
+            ..ShapeSpec::default()
+        }
+    }
+
+    type Mutation = Box<dyn Fn(&mut ShapeSpec)>;
+
+    #[test]
+    fn validate_basic_catches_each_mistake() {
+        assert_eq!(two_level().validate_basic(), Ok(()));
+        let cases: Vec<(Mutation, &str)> = vec![
+            (Box::new(|s| s.default_class = None), "no default class"),
+            (
+                Box::new(|s| s.default_class = Some(ClassId::new(1, 1))),
+                "not a leaf",
+            ),
+            (
+                Box::new(|s| s.default_class = Some(ClassId::new(1, 9))),
+                "does not exist",
+            ),
+            (
+                Box::new(|s| s.filters[0].class = ClassId::new(1, 1)),
+                "filter 1 (prio 0): class 1:1 is not a leaf",
+            ),
+            (
+                Box::new(|s| s.classes[1].parent = Some(ClassId::new(1, 5))),
+                "parent 1:5 does not exist",
+            ),
+            (Box::new(|s| s.classes[1].rate_bps = 0), "non-zero"),
+            (Box::new(|s| s.classes[1].prio = 8), "prio 8"),
+            (
+                Box::new(|s| s.classes[1].id = ClassId::new(2, 0x10)),
+                "major differs",
+            ),
+            (
+                Box::new(|s| s.classes[1].id = ClassId::new(1, 1)),
+                "defined twice",
+            ),
+            (
+                Box::new(|s| s.classes[0].parent = Some(ClassId::new(1, 0x10))),
+                "too deep",
+            ),
+        ];
+        for (mutate, want) in cases {
+            let mut s = two_level();
+            mutate(&mut s);
+            let err = s.validate_basic().unwrap_err();
+            assert!(err.contains(want), "{err:?} lacks {want:?}");
         }
     }
 }
