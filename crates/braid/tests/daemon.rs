@@ -297,3 +297,88 @@ fn path_names(status: &Value) -> Vec<&str> {
         .map(|a| a.iter().filter_map(|p| p["name"].as_str()).collect())
         .unwrap_or_default()
 }
+
+#[test]
+fn shaper_classes_show_and_change_at_run_time() {
+    if !common::require_root() {
+        return;
+    }
+    let mut lab = Lab::new("shape", 1);
+    let shape = r#"
+[shape]
+rate = "10mbit"
+default = "1:20"
+[[shape.class]]
+id = "1:1"
+rate = "10mbit"
+[[shape.class]]
+id = "1:10"
+parent = "1:1"
+name = "voice"
+rate = "1mbit"
+ceil = "10mbit"
+prio = 0
+[[shape.class]]
+id = "1:20"
+parent = "1:1"
+rate = "9mbit"
+ceil = "10mbit"
+[[shape.filter]]
+protocol = "udp"
+dport = "5060-5061"
+class = "1:10"
+"#;
+    let cfg = lab.config(1, 1, shape);
+    lab.up(1, &cfg);
+    let show = |lab: &Lab| -> Value {
+        let o = lab.braid(1, &["class", "show", "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).expect("class show --json is JSON")
+    };
+    let v = show(&lab);
+    let ids: Vec<&str> = v["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["1:1", "1:10", "1:20"]);
+    assert_eq!(v["classes"][1]["name"], "voice");
+    assert_eq!(v["classes"][1]["rate_bps"], 1_000_000);
+
+    let o = lab.braid(1, &["class", "change", "1:10", "rate=2mbit", "prio=3"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = show(&lab);
+    assert_eq!(v["classes"][1]["rate_bps"], 2_000_000);
+    assert_eq!(v["classes"][1]["prio"], 3);
+    let table = lab.braid(1, &["class", "show"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("  1:10 voice"), "{table}");
+
+    for (args, want) in [
+        (
+            vec!["class", "change", "1:99", "rate=1mbit"],
+            "no class 1:99",
+        ),
+        (vec!["class", "change", "1:10", "rate=fast"], "rate:"),
+        (
+            vec!["class", "change", "1:10", "colour=red"],
+            "unknown setting",
+        ),
+    ] {
+        let o = lab.braid(1, &args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(lab.status(1).is_some(), "the daemon survives bad requests");
+    assert!(lab.log(1).contains("class 1:10 changed"), "{}", lab.log(1));
+
+    // A bond without [shape] says so.
+    let plain = lab.config(2, 1, "");
+    let mut other = Lab::new("noshape", 1);
+    other.up(2, &plain);
+    let o = other.braid(2, &["class", "show"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no shaper"));
+}

@@ -338,7 +338,9 @@ fn run_kernel(sc: &ShareScenario, script: &str) -> Result<Vec<Vec<u64>>> {
     traffic(sc, &topo.ns_a, &topo.ns_b, link.addr_b)
 }
 
-fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Vec<Vec<u64>>> {
+/// The braid run alone: two daemons over `path_mbit` paths, side a shaped by `script`;
+/// per-user 10 ms bins.
+pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Vec<Vec<u64>>> {
     let topo = Topology::new(sc.path_mbit.len())?;
     for (i, r) in sc.path_mbit.iter().enumerate() {
         topo.set_rate(i, (r * 1e6) as u64)?;
