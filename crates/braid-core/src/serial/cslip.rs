@@ -424,6 +424,7 @@ impl Compressor {
             encode_num(&mut deltas, &mut dl, ds as u16);
             changes |= NEW_S;
         }
+        let old_urg = old.tcp[13] & TH_URG != 0;
         // Data length of the previous packet (as int in slhc; may be negative).
         let old_data = i64::from(be16(&old.ip, 2)) - hlen as i64;
         match changes {
@@ -437,16 +438,18 @@ impl Compressor {
             SPECIAL_I | SPECIAL_D => {
                 return Some(self.uncompressed(cs, p, nlen, hlen, out));
             }
+            // Deviations: the special encodings leave URG as it was in the receiver's
+            // saved header, so they are not used right after a packet with URG set; and
+            // the kernel's decompressor adds the SPECIAL_I length as a C `short`, so
+            // SPECIAL_I is only used for lengths up to 0x7FFF.
             x if x == NEW_S | NEW_A => {
-                // Deviation: the kernel's decompressor adds this length as a C `short`,
-                // so SPECIAL_I is only used for lengths up to 0x7FFF here.
-                if ds == da && i64::from(ds) == old_data && ds <= 0x7FFF {
+                if ds == da && i64::from(ds) == old_data && ds <= 0x7FFF && !old_urg {
                     changes = SPECIAL_I;
                     dl = 0;
                 }
             }
             NEW_S => {
-                if i64::from(ds) == old_data {
+                if i64::from(ds) == old_data && !old_urg {
                     changes = SPECIAL_D;
                     dl = 0;
                 }
@@ -740,12 +743,16 @@ impl Decompressor {
         let hdrlen = h.ihl() * 4 + h.doff() * 4;
         let data_len = u32::from(be16(&h.ip, 2)).wrapping_sub(hdrlen as u32);
         match changes & SPECIALS_MASK {
+            // The specials are only sent for packets without URG; the kernel leaves the
+            // flag as it was in the saved header, this clears it (deviation).
             SPECIAL_I => {
+                h.tcp[13] &= !TH_URG;
                 // Deviation: unsigned, where the kernel truncates to a C short.
                 add32(&mut h.tcp, 8, data_len);
                 add32(&mut h.tcp, 4, data_len);
             }
             SPECIAL_D => {
+                h.tcp[13] &= !TH_URG;
                 add32(&mut h.tcp, 4, data_len);
             }
             _ => {
@@ -795,5 +802,442 @@ impl Decompressor {
         self.current = index as u8;
         self.toss = false;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serial::testutil::{Tcp, ACK, FIN, PSH, SYN, URG};
+
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+
+    fn comp(c: &mut Compressor, p: &Tcp) -> (PacketType, Vec<u8>) {
+        let mut out = Vec::new();
+        let t = c.compress(&p.build(), &mut out);
+        (t, out)
+    }
+
+    fn decomp_ok(d: &mut Decompressor, frame: &[u8], want: &Tcp) {
+        let mut out = vec![];
+        d.decompress(frame, &mut out).expect("decompresses");
+        assert_eq!(out, want.build(), "rebuilt packet differs");
+    }
+
+    /// A small conversation with every header byte derived by hand from RFC 1144 rules.
+    #[test]
+    fn hand_made_conversation_exact_bytes() {
+        let mut c = Compressor::default();
+        let mut d = Decompressor::default();
+        let mut p = Tcp::new(A, 1024, B, 80);
+        p.seq = 1000;
+        p.ack = 5000;
+        p.flags = ACK | PSH;
+        p.id = 100;
+        p.payload = b"0123456789".to_vec();
+
+        // 1. New connection: UNCOMPRESSED_TCP, 0x45|0x70 = 0x75, slot 0 in byte 9.
+        let (t, out) = comp(&mut c, &p);
+        assert_eq!(t, PacketType::UncompressedTcp);
+        let mut want = p.build();
+        want[0] = 0x75;
+        want[9] = 0;
+        assert_eq!(out, want);
+        decomp_ok(&mut d, &out, &p);
+
+        // 2. Next 10 bytes: seq += previous data length -> SPECIAL_D (0x0F), PSH (0x10),
+        //    id +1 (not sent), same connection (no C): 0x9F, checksum, data.
+        p.seq = 1010;
+        p.id = 101;
+        p.payload = b"abcdefghij".to_vec();
+        let (t, out) = comp(&mut c, &p);
+        assert_eq!(t, PacketType::CompressedTcp);
+        let ck = p.check();
+        let mut want = vec![0x9F, ck[0], ck[1]];
+        want.extend(b"abcdefghij");
+        assert_eq!(out, want);
+        decomp_ok(&mut d, &out, &p);
+
+        // 3. SPECIAL_D again, no PSH, id +2 -> I bit and delta 2: 0xAF, ck, 0x02, data.
+        p.seq = 1020;
+        p.id = 103;
+        p.flags = ACK;
+        p.payload = b"XYZ!?".to_vec();
+        let (_, out) = comp(&mut c, &p);
+        let ck = p.check();
+        let mut want = vec![0xAF, ck[0], ck[1], 0x02];
+        want.extend(b"XYZ!?");
+        assert_eq!(out, want);
+        decomp_ok(&mut d, &out, &p);
+
+        // 4. Pure ack: window -192 (0xFF40, long form), ack +300 (long form), seq +5
+        //    (W|A|S = 0x0E, not a special): 0x8E ck 00 FF 40 00 01 2C 05.
+        p.seq = 1025;
+        p.ack = 5300;
+        p.win = 8000;
+        p.id = 104;
+        p.payload.clear();
+        let (_, out) = comp(&mut c, &p);
+        let ck = p.check();
+        assert_eq!(
+            out,
+            [0x8E, ck[0], ck[1], 0x00, 0xFF, 0x40, 0x00, 0x01, 0x2C, 0x05]
+        );
+        decomp_ok(&mut d, &out, &p);
+
+        // 5. The same ack again (nothing changed, no data): probably a retransmission ->
+        //    sent UNCOMPRESSED_TCP.
+        p.id = 105;
+        let (t, out) = comp(&mut c, &p);
+        assert_eq!(t, PacketType::UncompressedTcp);
+        assert_eq!((out[0], out[9]), (0x75, 0));
+        decomp_ok(&mut d, &out, &p);
+
+        // 6. Data after a pure ack, nothing else changed: compressed with no deltas.
+        p.id = 106;
+        p.flags = ACK | PSH;
+        p.payload = b"ls\n".to_vec();
+        let (_, out) = comp(&mut c, &p);
+        let ck = p.check();
+        assert_eq!(out, [0x90, ck[0], ck[1], b'l', b's', b'\n']);
+        decomp_ok(&mut d, &out, &p);
+
+        // 7. Echo: seq and ack both +3 = previous data length -> SPECIAL_I (0x0B).
+        p.seq = 1028;
+        p.ack = 5303;
+        p.id = 107;
+        p.flags = ACK;
+        p.payload = b"abc".to_vec();
+        let (_, out) = comp(&mut c, &p);
+        let ck = p.check();
+        assert_eq!(out, [0x8B, ck[0], ck[1], b'a', b'b', b'c']);
+        decomp_ok(&mut d, &out, &p);
+
+        // 8. A second connection: miss, slot 1.
+        let mut q = Tcp::new(A, 1025, B, 80);
+        q.seq = 77;
+        q.ack = 88;
+        q.id = 108;
+        q.payload = b"hello".to_vec();
+        let (t, out) = comp(&mut c, &q);
+        assert_eq!(t, PacketType::UncompressedTcp);
+        assert_eq!((out[0], out[9]), (0x75, 1));
+        decomp_ok(&mut d, &out, &q);
+
+        // 9. Back to the first: needs C and id 0. URG with pointer 7 (U), seq +3 (S),
+        //    IP id +2 (the other connection's packet took 108) so I:
+        //    0x80|0x40|0x20|0x09 = 0xE9, 00, ck, 07, 03, 02, data.
+        p.seq = 1031;
+        p.id = 109;
+        p.flags = ACK | URG;
+        p.urg = 7;
+        p.payload = b"!!!".to_vec();
+        let (_, out) = comp(&mut c, &p);
+        let ck = p.check();
+        assert_eq!(
+            out,
+            [0xE9, 0x00, ck[0], ck[1], 0x07, 0x03, 0x02, b'!', b'!', b'!']
+        );
+        decomp_ok(&mut d, &out, &p);
+
+        // 10. URG off, pointer unchanged, same IP id (delta 0 -> 00 00 00), seq +3. Not
+        //     SPECIAL_D right after an URG packet (deviation): S and I explicit:
+        //     0x80|0x20|0x08 = 0xA8, ck, 03, 00 00 00, data.
+        p.seq = 1034;
+        p.flags = ACK;
+        p.payload = b"zz".to_vec();
+        let (_, out) = comp(&mut c, &p);
+        let ck = p.check();
+        assert_eq!(out, [0xA8, ck[0], ck[1], 0x03, 0x00, 0x00, 0x00, b'z', b'z']);
+        decomp_ok(&mut d, &out, &p);
+
+        // 11. Urgent pointer changed without URG: uncompressed.
+        p.urg = 9;
+        p.id = 110;
+        p.seq = 1036;
+        let (t, _) = comp(&mut c, &p);
+        assert_eq!(t, PacketType::UncompressedTcp);
+
+        assert_eq!(
+            c.stats(),
+            CompressorStats {
+                uncompressed: 4,
+                compressed: 7,
+                misses: 2,
+                // two full walks of the 16-slot ring for the misses, one step for 9.
+                searches: 15 + 15 + 1,
+                ..Default::default()
+            }
+        );
+        assert_eq!(d.stats().compressed, 7);
+        assert_eq!(d.stats().uncompressed, 3);
+    }
+
+    #[test]
+    fn compress_cid_off_always_sends_the_id() {
+        let mut c = Compressor::default();
+        c.set_compress_cid(false);
+        let mut p = Tcp::new(A, 1, B, 2);
+        p.payload = vec![1, 2, 3];
+        comp(&mut c, &p);
+        p.seq = 3;
+        p.id = 1;
+        let (_, out) = comp(&mut c, &p);
+        assert_eq!(out[..2], [0x80 | NEW_C | SPECIAL_D, 0]);
+    }
+
+    #[test]
+    fn what_goes_as_plain_ip() {
+        let mut c = Compressor::default();
+        let base = {
+            let mut p = Tcp::new(A, 1, B, 2);
+            p.payload = vec![9; 4];
+            p
+        };
+        let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+        for (name, f) in [
+            ("syn", SYN | ACK),
+            ("fin", FIN | ACK),
+            ("rst", 0x04 | ACK),
+            ("no ack", PSH),
+        ] {
+            let mut p = base.clone();
+            p.flags = f;
+            cases.push((name, p.build()));
+        }
+        let mut p = base.clone();
+        p.proto = 17;
+        cases.push(("udp", p.build()));
+        let mut p = base.clone();
+        p.frag = 0x2000; // MF
+        cases.push(("fragment", p.build()));
+        let mut p = base.clone();
+        p.frag = 0x0001;
+        cases.push(("fragment offset", p.build()));
+        cases.push(("runt", base.build()[..19].to_vec()));
+        cases.push(("cut tcp header", base.build()[..30].to_vec()));
+        let mut v6 = base.build();
+        v6[0] = 0x65;
+        cases.push(("not v4", v6));
+        let mut bad = base.build();
+        bad.push(0); // total length disagrees with size
+        cases.push(("length mismatch", bad));
+        for (name, pkt) in cases {
+            let mut out = vec![0xEE];
+            assert_eq!(c.compress(&pkt, &mut out), PacketType::Ip, "{name}");
+            assert_eq!(out[1..], pkt[..], "{name}");
+        }
+        // No slots: nothing is compressed.
+        let mut c0 = Compressor::new(0);
+        let mut out = Vec::new();
+        assert_eq!(c0.compress(&base.build(), &mut out), PacketType::Ip);
+    }
+
+    #[test]
+    fn changed_fields_force_uncompressed() {
+        type Change = fn(&mut Tcp);
+        let changes: [(&str, Change); 9] = [
+            ("tos", |p| p.tos = 0x10),
+            ("ttl", |p| p.ttl = 63),
+            ("df", |p| p.frag = 0),
+            ("ip options", |p| p.ipopt = vec![1, 1, 1, 0]),
+            ("tcp options", |p| p.tcpopt = vec![1, 1, 1, 1]),
+            ("ack backwards", |p| p.ack = p.ack.wrapping_sub(1)),
+            ("seq jump", |p| p.seq += 0x10000),
+            ("ece", |p| p.flags |= 0x40),
+            ("nothing", |_| {}),
+        ];
+        for (name, f) in changes {
+            let mut c = Compressor::default();
+            let mut p = Tcp::new(A, 5, B, 6);
+            p.seq = 100;
+            p.ack = 200;
+            p.payload = vec![1; 8];
+            assert_eq!(comp(&mut c, &p).0, PacketType::UncompressedTcp);
+            p.id = 1;
+            f(&mut p);
+            assert_eq!(comp(&mut c, &p).0, PacketType::UncompressedTcp, "{name}");
+        }
+        // Same tcp options as before: compressed, and rebuilt with the options.
+        let mut c = Compressor::default();
+        let mut d = Decompressor::default();
+        let mut p = Tcp::new(A, 5, B, 6);
+        p.tcpopt = vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        p.ipopt = vec![1, 1, 1, 0];
+        p.payload = vec![1; 8];
+        decomp_ok(&mut d, &comp(&mut c, &p).1, &p);
+        p.id = 1;
+        p.seq = 8;
+        let (t, out) = comp(&mut c, &p);
+        assert_eq!(t, PacketType::CompressedTcp);
+        decomp_ok(&mut d, &out, &p);
+    }
+
+    #[test]
+    fn lru_slot_reuse() {
+        let mut c = Compressor::default();
+        let conn = |i: u16| {
+            let mut p = Tcp::new(A, 1000 + i, B, 80);
+            p.payload = vec![i as u8; 3];
+            p
+        };
+        for i in 0..16 {
+            let (t, out) = comp(&mut c, &conn(i));
+            assert_eq!((t, out[9]), (PacketType::UncompressedTcp, i as u8));
+        }
+        // Touch connection 0: now slot 1 is the oldest.
+        let mut p0 = conn(0);
+        p0.seq = 3;
+        p0.id = 1;
+        assert_eq!(comp(&mut c, &p0).0, PacketType::CompressedTcp);
+        let (t, out) = comp(&mut c, &conn(16));
+        assert_eq!((t, out[9]), (PacketType::UncompressedTcp, 1));
+        // Connection 1 lost its slot: it takes the next oldest, slot 2.
+        let mut p1 = conn(1);
+        p1.seq = 3;
+        p1.id = 1;
+        let (t, out) = comp(&mut c, &p1);
+        assert_eq!((t, out[9]), (PacketType::UncompressedTcp, 2));
+        assert_eq!(c.stats().misses, 18);
+    }
+
+    #[test]
+    fn toss_until_explicit_id() {
+        let mut c = Compressor::default();
+        let mut d = Decompressor::default();
+        let mut p = Tcp::new(A, 1, B, 2);
+        p.payload = vec![5; 10];
+        // Fresh decompressor: implicit id is tossed.
+        let (_, first) = comp(&mut c, &p);
+        let mut pkts = vec![first];
+        for k in 1..5u32 {
+            p.seq = 10 * k;
+            p.id = k as u16;
+            pkts.push(comp(&mut c, &p).1);
+        }
+        let mut out = Vec::new();
+        assert_eq!(d.decompress(&pkts[1], &mut out), Err(CslipError::Tossed));
+        assert!(out.is_empty());
+        d.decompress(&pkts[0], &mut out).expect("uncompressed");
+        out.clear();
+        d.decompress(&pkts[1], &mut out).expect("compressed");
+        // pkts[2] is lost on the line; the line layer says so.
+        d.toss();
+        assert!(d.is_tossing());
+        assert_eq!(d.decompress(&pkts[3], &mut out), Err(CslipError::Tossed));
+        assert_eq!(d.decompress(&pkts[4], &mut out), Err(CslipError::Tossed));
+        assert_eq!(d.stats().tossed, 3);
+        // TCP retransmits from seq 20: the seq goes backwards -> uncompressed.
+        p.seq = 20;
+        p.id = 5;
+        let (t, re) = comp(&mut c, &p);
+        assert_eq!(t, PacketType::UncompressedTcp);
+        out.clear();
+        decomp_ok(&mut d, &re, &p);
+        assert!(!d.is_tossing());
+        p.seq = 30;
+        p.id = 6;
+        let (t, next) = comp(&mut c, &p);
+        assert_eq!(t, PacketType::CompressedTcp);
+        decomp_ok(&mut d, &next, &p);
+    }
+
+    #[test]
+    fn explicit_id_clears_toss_and_errors_set_it() {
+        let mut c = Compressor::default();
+        let mut d = Decompressor::default();
+        let mut p = Tcp::new(A, 1, B, 2);
+        let mut q = Tcp::new(A, 3, B, 4);
+        p.payload = vec![1; 4];
+        q.payload = vec![2; 4];
+        decomp_ok(&mut d, &comp(&mut c, &p).1, &p);
+        decomp_ok(&mut d, &comp(&mut c, &q).1, &q);
+        p.seq = 4;
+        p.id = 1;
+        let (_, with_c) = comp(&mut c, &p);
+        assert_eq!(with_c[0] & NEW_C, NEW_C);
+        d.toss();
+        decomp_ok(&mut d, &with_c, &p);
+        assert!(!d.is_tossing());
+
+        let mut out = Vec::new();
+        // Unknown slot / uninitialised slot / out of range.
+        assert_eq!(
+            d.decompress(&[0xC0, 5, 0, 0], &mut out),
+            Err(CslipError::BadConnectionId)
+        );
+        assert!(d.is_tossing());
+        assert_eq!(
+            d.decompress(&[0xC0, 200, 0, 0], &mut out),
+            Err(CslipError::BadConnectionId)
+        );
+        // Truncated deltas: W bit but no bytes.
+        assert_eq!(
+            d.decompress(&[0xC2, 0, 0, 0], &mut out),
+            Err(CslipError::Truncated)
+        );
+        assert_eq!(
+            d.decompress(&[0xC2, 0, 0, 0, 0, 1], &mut out),
+            Err(CslipError::Truncated)
+        );
+        assert_eq!(d.decompress(&[0x80, 0], &mut out), Err(CslipError::Runt));
+        assert_eq!(d.decompress(&[], &mut out), Err(CslipError::Runt));
+        assert!(out.is_empty());
+        // Bad checksum on an uncompressed packet.
+        let mut bad = p.build();
+        bad[0] |= 0x70;
+        bad[9] = 0;
+        bad[8] ^= 1;
+        assert_eq!(d.decompress(&bad, &mut out), Err(CslipError::BadChecksum));
+        // Slot number beyond 16.
+        let mut bad = p.build();
+        bad[0] |= 0x70;
+        bad[9] = 16;
+        assert_eq!(d.decompress(&bad, &mut out), Err(CslipError::BadConnectionId));
+        // Uncompressed TCP cut inside the TCP header.
+        let mut bad = p.build();
+        bad[0] |= 0x70;
+        bad[9] = 0;
+        assert_eq!(
+            d.decompress(&bad[..30], &mut out),
+            Err(CslipError::BadTcpHeader)
+        );
+        assert!(out.is_empty());
+        let s = d.stats();
+        assert_eq!((s.errors, s.badcheck, s.runts), (5, 1, 3));
+        // Plain IP passes through.
+        let ip = [0x45, 1, 2, 3];
+        assert_eq!(d.decompress(&ip, &mut out), Ok(PacketType::Ip));
+        assert_eq!(out, ip);
+    }
+
+    #[test]
+    fn ip_id_wrap_is_encoded_as_the_kernel_does() {
+        // id 65535 -> 0: the C int delta is -65535 (not 1), sent as (u16) 1 with I set.
+        let mut c = Compressor::default();
+        let mut d = Decompressor::default();
+        let mut p = Tcp::new(A, 1, B, 2);
+        p.id = 0xFFFF;
+        p.payload = vec![1; 4];
+        decomp_ok(&mut d, &comp(&mut c, &p).1, &p);
+        p.id = 0;
+        p.seq = 4;
+        let (_, out) = comp(&mut c, &p);
+        assert_eq!(out[0], 0x80 | NEW_I | SPECIAL_D);
+        assert_eq!(out[3], 1);
+        decomp_ok(&mut d, &out, &p);
+    }
+
+    #[test]
+    fn first_byte_types() {
+        assert_eq!(PacketType::from_first_byte(0x45), PacketType::Ip);
+        assert_eq!(PacketType::from_first_byte(0x6F), PacketType::Ip);
+        assert_eq!(
+            PacketType::from_first_byte(0x75),
+            PacketType::UncompressedTcp
+        );
+        assert_eq!(PacketType::from_first_byte(0x80), PacketType::CompressedTcp);
+        assert_eq!(PacketType::from_first_byte(0xFF), PacketType::CompressedTcp);
     }
 }

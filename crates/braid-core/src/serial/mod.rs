@@ -355,4 +355,7 @@ impl LineDecoder {
 }
 
 #[cfg(test)]
+mod testutil;
+
+#[cfg(test)]
 mod tests;
