@@ -975,6 +975,30 @@ mod tests {
     }
 
     #[test]
+    fn equal_seq_and_ack_deltas_are_special_i_only_for_the_previous_length() {
+        let mut c = Compressor::default();
+        let mut d = Decompressor::default();
+        let mut p = Tcp::new(A, 1, B, 2);
+        p.payload = vec![1; 4];
+        decomp_ok(&mut d, &comp(&mut c, &p).1, &p);
+        // seq and ack +4, previous length 4: SPECIAL_I.
+        p.seq = 4;
+        p.ack = 4;
+        p.id = 1;
+        let (_, out) = comp(&mut c, &p);
+        assert_eq!(out[0], 0x80 | SPECIAL_I);
+        decomp_ok(&mut d, &out, &p);
+        // seq and ack +6, previous length 4: explicit A and S.
+        p.seq = 10;
+        p.ack = 10;
+        p.id = 2;
+        let (_, out) = comp(&mut c, &p);
+        let ck = p.check();
+        assert_eq!(out[..5], [0x80 | NEW_A | NEW_S, ck[0], ck[1], 6, 6]);
+        decomp_ok(&mut d, &out, &p);
+    }
+
+    #[test]
     fn compress_cid_off_always_sends_the_id() {
         let mut c = Compressor::default();
         c.set_compress_cid(false);
@@ -1046,7 +1070,7 @@ mod tests {
             ("ack backwards", |p| p.ack = p.ack.wrapping_sub(1)),
             ("seq jump", |p| p.seq += 0x10000),
             ("ece", |p| p.flags |= 0x40),
-            ("nothing", |_| {}),
+            ("retransmission", |p| p.seq = 100),
         ];
         for (name, f) in changes {
             let mut c = Compressor::default();
@@ -1055,7 +1079,12 @@ mod tests {
             p.ack = 200;
             p.payload = vec![1; 8];
             assert_eq!(comp(&mut c, &p).0, PacketType::UncompressedTcp);
+            // The next segment would be SPECIAL_D ...
             p.id = 1;
+            p.seq = 108;
+            let mut control = c.clone();
+            assert_eq!(comp(&mut control, &p).0, PacketType::CompressedTcp);
+            // ... but for the change.
             f(&mut p);
             assert_eq!(comp(&mut c, &p).0, PacketType::UncompressedTcp, "{name}");
         }
