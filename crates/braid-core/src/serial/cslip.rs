@@ -427,32 +427,27 @@ impl Compressor {
         let old_urg = old.tcp[13] & TH_URG != 0;
         // Data length of the previous packet (as int in slhc; may be negative).
         let old_data = i64::from(be16(&old.ip, 2)) - hlen as i64;
+        // Deviations: the special encodings leave URG as it was in the receiver's saved
+        // header, so they are not used right after a packet with URG set; and the
+        // kernel's decompressor adds the SPECIAL_I length as a C `short`, so SPECIAL_I is
+        // only used for lengths up to 0x7FFF.
+        let special_ok = !old_urg && i64::from(ds) == old_data;
         match changes {
-            0 => {
-                // Nothing changed: compress only a data packet following a pure ack;
-                // anything else is probably a retransmission: send it uncompressed.
-                if !(be16(p, 2) != be16(&old.ip, 2) && old_data == 0) {
-                    return Some(self.uncompressed(cs, p, nlen, hlen, out));
-                }
+            // Nothing changed: compress only a data packet following a pure ack; anything
+            // else is probably a retransmission: send it uncompressed.
+            0 if !(be16(p, 2) != be16(&old.ip, 2) && old_data == 0) => {
+                return Some(self.uncompressed(cs, p, nlen, hlen, out));
             }
             SPECIAL_I | SPECIAL_D => {
                 return Some(self.uncompressed(cs, p, nlen, hlen, out));
             }
-            // Deviations: the special encodings leave URG as it was in the receiver's
-            // saved header, so they are not used right after a packet with URG set; and
-            // the kernel's decompressor adds the SPECIAL_I length as a C `short`, so
-            // SPECIAL_I is only used for lengths up to 0x7FFF.
-            x if x == NEW_S | NEW_A => {
-                if ds == da && i64::from(ds) == old_data && ds <= 0x7FFF && !old_urg {
-                    changes = SPECIAL_I;
-                    dl = 0;
-                }
+            x if x == NEW_S | NEW_A && special_ok && ds == da && ds <= 0x7FFF => {
+                changes = SPECIAL_I;
+                dl = 0;
             }
-            NEW_S => {
-                if i64::from(ds) == old_data && !old_urg {
-                    changes = SPECIAL_D;
-                    dl = 0;
-                }
+            NEW_S if special_ok => {
+                changes = SPECIAL_D;
+                dl = 0;
             }
             _ => {}
         }
@@ -607,7 +602,11 @@ impl Decompressor {
 
     /// Decompresses one received CSLIP packet, **appending** the IP packet to `out`. The
     /// type comes from the first byte as in `sl_bump`. On error nothing is appended.
-    pub fn decompress(&mut self, frame: &[u8], out: &mut Vec<u8>) -> Result<PacketType, CslipError> {
+    pub fn decompress(
+        &mut self,
+        frame: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<PacketType, CslipError> {
         let Some(&first) = frame.first() else {
             self.stats.runts += 1;
             self.toss = true;
@@ -728,11 +727,7 @@ impl Decompressor {
             usize::from(self.current)
         };
         // Work on a copy and commit only a fully parsed packet.
-        let mut h = self
-            .slots
-            .get(index)
-            .ok_or(CslipError::BadConnectionId)?
-            .h;
+        let mut h = self.slots.get(index).ok_or(CslipError::BadConnectionId)?.h;
         let check = r.two()?;
         h.tcp[16..18].copy_from_slice(&check);
         if changes & TCP_PUSH_BIT != 0 {
@@ -949,7 +944,10 @@ mod tests {
         p.payload = b"zz".to_vec();
         let (_, out) = comp(&mut c, &p);
         let ck = p.check();
-        assert_eq!(out, [0xA8, ck[0], ck[1], 0x03, 0x00, 0x00, 0x00, b'z', b'z']);
+        assert_eq!(
+            out,
+            [0xA8, ck[0], ck[1], 0x03, 0x00, 0x00, 0x00, b'z', b'z']
+        );
         decomp_ok(&mut d, &out, &p);
 
         // 11. Urgent pointer changed without URG: uncompressed.
@@ -1223,7 +1221,10 @@ mod tests {
         let mut bad = p.build();
         bad[0] |= 0x70;
         bad[9] = 16;
-        assert_eq!(d.decompress(&bad, &mut out), Err(CslipError::BadConnectionId));
+        assert_eq!(
+            d.decompress(&bad, &mut out),
+            Err(CslipError::BadConnectionId)
+        );
         // Uncompressed TCP cut inside the TCP header.
         let mut bad = p.build();
         bad[0] |= 0x70;

@@ -330,8 +330,7 @@ impl LineDecoder {
                     }
                     return;
                 };
-                let (Some(prefix), Some(body)) = (f.get(..prefix_len), f.get(prefix_len..))
-                else {
+                let (Some(prefix), Some(body)) = (f.get(..prefix_len), f.get(prefix_len..)) else {
                     stats.short_frames += 1;
                     d.toss();
                     return;

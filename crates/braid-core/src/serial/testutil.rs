@@ -56,8 +56,8 @@ impl Tcp {
 
     /// The packet bytes with a correct IP checksum and a correct TCP checksum.
     pub fn build(&self) -> Vec<u8> {
-        assert!(self.ipopt.len() % 4 == 0 && self.ipopt.len() <= 40);
-        assert!(self.tcpopt.len() % 4 == 0 && self.tcpopt.len() <= 40);
+        assert!(self.ipopt.len().is_multiple_of(4) && self.ipopt.len() <= 40);
+        assert!(self.tcpopt.len().is_multiple_of(4) && self.tcpopt.len() <= 40);
         let nlen = 20 + self.ipopt.len();
         let thlen = 20 + self.tcpopt.len();
         let tot = nlen + thlen + self.payload.len();
