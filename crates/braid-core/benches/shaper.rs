@@ -1,0 +1,107 @@
+//! CPU cost of the HTB shaper per packet: one enqueue and one dequeue, with a standing
+//! backlog so that every dequeue has classes to choose among, on a simulated clock that
+//! advances by one packet time at the link rate (so tokens, not an empty tree, decide).
+//!
+//! Run: `cargo bench -p braid-core --bench shaper`
+
+use braid_core::shape::classify::Classifier;
+use braid_core::shape::tc::parse_script;
+use braid_core::shape::{ClassId, ClassSpec, Shaper, ShapeSpec};
+use braid_core::Instant;
+
+fn main() {
+    divan::main();
+}
+
+const PACKET: usize = 1400;
+const BACKLOG: usize = 64;
+const SEED: &str = include_str!("../../../scenarios/htb-seed.tc");
+
+/// The seed's household, scaled to 10 Gbit/s so the bench is not waiting on tokens.
+fn seed_spec() -> ShapeSpec {
+    let mut spec = parse_script(SEED).expect("seed script").spec;
+    for c in &mut spec.classes {
+        c.rate_bps *= 1000;
+        c.ceil_bps = c.ceil_bps.map(|b| b * 1000);
+    }
+    spec.link_bps = Some(10_000_000_000);
+    spec
+}
+
+/// Root, 10 inner classes, 989 leaves (1000 classes), prios 0-7 spread over the leaves.
+fn thousand() -> ShapeSpec {
+    let root = ClassId::new(1, 1);
+    let mut classes = vec![ClassSpec::new(root, None, 10_000_000_000)];
+    for i in 0..10u16 {
+        let mut c = ClassSpec::new(ClassId::new(1, 0x100 + i), Some(root), 1_000_000_000);
+        c.ceil_bps = Some(10_000_000_000);
+        classes.push(c);
+    }
+    for i in 0..989u16 {
+        let parent = ClassId::new(1, 0x100 + i % 10);
+        let mut c = ClassSpec::new(ClassId::new(1, 0x1000 + i), Some(parent), 1_000_000);
+        c.ceil_bps = Some(10_000_000_000);
+        c.prio = (i % 8) as u8;
+        c.quantum = Some(1514);
+        classes.push(c);
+    }
+    ShapeSpec {
+        link_bps: Some(10_000_000_000),
+        default_class: Some(ClassId::new(1, 0x1000)),
+        classes,
+        ..ShapeSpec::default()
+    }
+}
+
+fn leaves(spec: &ShapeSpec) -> Vec<ClassId> {
+    spec.classes
+        .iter()
+        .filter(|c| !spec.classes.iter().any(|d| d.parent == Some(c.id)))
+        .map(|c| c.id)
+        .collect()
+}
+
+/// `n` rounds of enqueue + dequeue with a standing backlog.
+fn run(bencher: divan::Bencher, spec: ShapeSpec) {
+    let leaves = leaves(&spec);
+    let (mut shaper, _) = Shaper::new(&spec, 0, PACKET, Instant::ZERO).expect("shaper");
+    let packet = vec![0x45u8; PACKET];
+    let mut buf = vec![0u8; 2048];
+    let mut now_ns: u64 = 0;
+    let step_ns = PACKET as u64 * 8 * 1_000_000_000 / 10_000_000_000; // 1.12 µs at 10 Gbit/s
+    for i in 0..BACKLOG {
+        let _ = shaper.enqueue_to(Instant::ZERO, leaves[i % leaves.len()], &packet);
+    }
+    let mut i = 0usize;
+    bencher.counter(divan::counter::ItemsCount::new(1usize)).bench_local(|| {
+        i += 1;
+        now_ns += step_ns;
+        let now = Instant::from_micros(now_ns / 1000);
+        let _ = shaper.enqueue_to(now, leaves[i % leaves.len()], &packet);
+        divan::black_box(shaper.dequeue(now, &mut buf));
+    });
+}
+
+#[divan::bench]
+fn enqueue_dequeue_4_classes(bencher: divan::Bencher) {
+    run(bencher, seed_spec());
+}
+
+#[divan::bench]
+fn enqueue_dequeue_1000_classes(bencher: divan::Bencher) {
+    run(bencher, thousand());
+}
+
+/// The classifier alone on the seed's four filters (the guest's catch-all last).
+#[divan::bench]
+fn classify_seed_filters(bencher: divan::Bencher) {
+    let spec = seed_spec();
+    let c = Classifier::new(&spec.filters, spec.default_class.unwrap_or_default());
+    let mut pkt = [0u8; 28];
+    pkt[0] = 0x45;
+    pkt[2..4].copy_from_slice(&28u16.to_be_bytes());
+    pkt[9] = 17;
+    pkt[12..16].copy_from_slice(&[192, 168, 1, 113]);
+    pkt[16..20].copy_from_slice(&[10, 200, 0, 2]);
+    bencher.bench_local(|| c.classify(divan::black_box(&pkt)));
+}
