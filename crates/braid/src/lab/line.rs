@@ -169,7 +169,7 @@ impl Line {
         let (master_b, slave_b) = tty::open_pty(cfg.baud)?;
         let paths = (slave_a.path().to_owned(), slave_b.path().to_owned());
         let shared = Arc::new(Shared::default());
-        let started = Instant::now();
+        let started = clock();
         let relay = Relay {
             masters: [master_a, master_b],
             wires: [Wire::new(&cfg, 0), Wire::new(&cfg, 1)],
@@ -227,6 +227,15 @@ impl Drop for Line {
             let _ = t.join();
         }
     }
+}
+
+/// The relay's clock (the lab measures real time).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the line emulator runs in real time"
+)]
+fn clock() -> Instant {
+    Instant::now()
 }
 
 /// Bytes read from a master and not yet on the wire, at most (the rest waits in the pty).
@@ -723,7 +732,7 @@ mod tests {
             wires: [Wire::new(&cfg, 0), Wire::new(&cfg, 1)],
             out: [Vec::new(), Vec::new()],
             dead: [false, false],
-            started: Instant::now(),
+            started: clock(),
             shared: Arc::new(Shared::default()),
         };
         assert_eq!(r.timeout(0), IDLE_WAIT);

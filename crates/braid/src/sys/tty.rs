@@ -22,9 +22,8 @@ use super::cvt;
 
 /// The baud rates [`Tty::open`] accepts (Linux's standard `B...` constants from 300 up).
 pub const SUPPORTED_BAUDS: [u32; 24] = [
-    300, 600, 1200, 1800, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800,
-    500000, 576000, 921600, 1000000, 1152000, 1500000, 2000000, 2500000, 3000000, 3500000,
-    4000000,
+    300, 600, 1200, 1800, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000,
+    576000, 921600, 1000000, 1152000, 1500000, 2000000, 2500000, 3000000, 3500000, 4000000,
 ];
 
 /// The termios speed constant for `baud`, or `None` when it is not a standard rate.
@@ -286,8 +285,7 @@ impl Tty {
 
     /// Bytes received and not yet read (TIOCINQ).
     pub fn input_queue_bytes(&self) -> io::Result<usize> {
-        ioctl_int(self.file.as_fd(), libc::TIOCINQ)
-            .map_err(|e| tty_error(&self.path, "TIOCINQ", e))
+        ioctl_int(self.file.as_fd(), libc::TIOCINQ).map_err(|e| tty_error(&self.path, "TIOCINQ", e))
     }
 
     /// Throw away everything queued in both directions (TCIOFLUSH).
