@@ -93,7 +93,9 @@ impl fmt::Display for TtyError {
         if self.source.raw_os_error() == Some(libc::EACCES) {
             write!(f, " (no permission: is the user in the dialout group?)")?;
         }
-        if self.gone {
+        if self.gone && self.op == "open" {
+            write!(f, " (device absent)")?;
+        } else if self.gone {
             write!(f, " (device gone)")?;
         }
         Ok(())
@@ -418,7 +420,10 @@ mod tests {
         let e = Tty::open("/dev/braid-no-such-tty", 9600).unwrap_err();
         assert!(is_gone(&e), "{e}");
         assert_eq!(e.kind(), io::ErrorKind::NotConnected);
-        assert!(e.to_string().contains("/dev/braid-no-such-tty"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "/dev/braid-no-such-tty: open: No such file or directory (os error 2) (device absent)"
+        );
     }
 
     #[test]
