@@ -3,6 +3,7 @@
 
 pub mod poll;
 pub mod signal;
+pub mod tty;
 pub mod tun;
 pub mod udp;
 
