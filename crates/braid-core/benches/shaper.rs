@@ -6,7 +6,7 @@
 
 use braid_core::shape::classify::Classifier;
 use braid_core::shape::tc::parse_script;
-use braid_core::shape::{ClassId, ClassSpec, Shaper, ShapeSpec};
+use braid_core::shape::{ClassId, ClassSpec, ShapeSpec, Shaper};
 use braid_core::Instant;
 
 fn main() {
@@ -73,13 +73,15 @@ fn run(bencher: divan::Bencher, spec: ShapeSpec) {
         let _ = shaper.enqueue_to(Instant::ZERO, leaves[i % leaves.len()], &packet);
     }
     let mut i = 0usize;
-    bencher.counter(divan::counter::ItemsCount::new(1usize)).bench_local(|| {
-        i += 1;
-        now_ns += step_ns;
-        let now = Instant::from_micros(now_ns / 1000);
-        let _ = shaper.enqueue_to(now, leaves[i % leaves.len()], &packet);
-        divan::black_box(shaper.dequeue(now, &mut buf));
-    });
+    bencher
+        .counter(divan::counter::ItemsCount::new(1usize))
+        .bench_local(|| {
+            i += 1;
+            now_ns += step_ns;
+            let now = Instant::from_micros(now_ns / 1000);
+            let _ = shaper.enqueue_to(now, leaves[i % leaves.len()], &packet);
+            divan::black_box(shaper.dequeue(now, &mut buf));
+        });
 }
 
 #[divan::bench]

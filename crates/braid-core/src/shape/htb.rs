@@ -133,6 +133,12 @@ impl Shaper {
         Err(ShapeError("not implemented".into()))
     }
 
+    /// A class's current settings (for `braid class change`).
+    pub fn class_spec(&self, id: ClassId) -> Option<ClassSpec> {
+        let _ = id;
+        None
+    }
+
     /// Every class's figures, parents before children.
     pub fn stats(&self, now: Instant) -> Vec<ClassStats> {
         let _ = now;

@@ -277,7 +277,7 @@ fn kernel_commands(script: &str, dev: &str) -> Vec<Vec<String>> {
 
 /// Start receivers in `ns_b` on `dst` and senders in `ns_a`; per-user 10 ms bins.
 fn traffic(sc: &ShareScenario, ns_a: &str, ns_b: &str, dst: Ipv4Addr) -> Result<Vec<Vec<u64>>> {
-    let start = std::time::Instant::now() + Duration::from_millis(500);
+    let start = now() + Duration::from_millis(500);
     let until = sc.duration_s + 0.5;
     let mut rx = Vec::new();
     for u in &sc.users {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::netns::now;
+
 /// Bytes of IPv4 + UDP header on each datagram.
 pub const IP_UDP_HEADER: usize = 28;
 /// Width of a receiver bin.
@@ -56,7 +58,7 @@ impl Sender {
         let (mut sent, mut errors) = (0u64, 0u64);
         let mut credit = 0.0_f64; // datagrams owed
         let mut last = 0.0_f64;
-        while let Some(wait) = start.checked_duration_since(Instant::now()) {
+        while let Some(wait) = start.checked_duration_since(now()) {
             std::thread::sleep(wait);
         }
         loop {
@@ -170,7 +172,7 @@ mod tests {
         let port = rx.local_addr().unwrap().port();
         drop(rx);
         let dst = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-        let start = Instant::now() + Duration::from_millis(100);
+        let start = now() + Duration::from_millis(100);
         let r = std::thread::spawn(move || receive(dst, start, 0.7));
         std::thread::sleep(Duration::from_millis(50));
         let s = Sender {
