@@ -412,9 +412,7 @@ impl Shaper {
             };
             self.mark_row(t, level, prio);
             let leaf = self.lookup_leaf(level, prio)?;
-            let Some(cl) = self.classes.get_mut(leaf) else {
-                return None;
-            };
+            let cl = self.classes.get_mut(leaf)?;
             let id = cl.id;
             let quantum = i64::from(cl.p.quantum);
             let parent = cl.parent;
