@@ -286,6 +286,7 @@ impl Shaper {
                 feed_ptr: [Cursor::End; NUMPRIO],
                 counters: Counters::default(),
                 p,
+                spec: c.clone(),
             });
         }
         let mut by_id: Vec<(ClassId, usize)> =
@@ -729,6 +730,7 @@ impl Shaper {
             if spec.name.is_some() {
                 cl.name = spec.name.clone();
             }
+            cl.spec = spec.clone();
         }
         if self.backlog > 0 {
             self.wakeup = Some(now);
@@ -737,9 +739,11 @@ impl Shaper {
     }
 
     /// A class's current settings (for `braid class change`).
+    /// Settings the config gave are kept as given (a quantum left to `r2q` stays
+    /// derived, so a new rate gives a new quantum, as `tc class change` does).
     pub fn class_spec(&self, id: ClassId) -> Option<ClassSpec> {
-        let _ = id;
-        None
+        let idx = self.index_of(id)?;
+        self.classes.get(idx).map(|c| c.spec.clone())
     }
 
     /// Every class's figures, parents before children.

@@ -201,6 +201,8 @@ pub(super) struct Class {
     /// DRR pointers into this class's feed, one per prio (`inner.clprio[prio].ptr`).
     pub feed_ptr: [Cursor; NUMPRIO],
     pub counters: Counters,
+    /// The settings as configured (or last changed), for `class_spec`.
+    pub spec: ClassSpec,
 }
 
 impl Class {
