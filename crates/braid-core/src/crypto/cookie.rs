@@ -194,7 +194,13 @@ impl CookieChecker {
 
     /// Write a cookie reply to the initiation in `msg` (from `src`) over `msg` itself,
     /// returning its length ([`COOKIE_REPLY_LEN`], smaller than the initiation).
-    pub fn write_reply(&mut self, now: Instant, src: SocketAddr, msg: &mut [u8], rng: &mut Rng) -> usize {
+    pub fn write_reply(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        msg: &mut [u8],
+        rng: &mut Rng,
+    ) -> usize {
         if msg.len() < envelope::INITIATION_LEN {
             return 0;
         }
@@ -249,8 +255,12 @@ mod tests {
         let keys = MacKeys::new(&responder);
         let mut checker = CookieChecker::new(&responder);
         let mut rng = Rng::new([5; 32]);
-        let src: SocketAddr = "192.0.2.1:4000".parse().unwrap_or(SocketAddr::from(([0; 4], 0)));
-        let other: SocketAddr = "192.0.2.1:4001".parse().unwrap_or(SocketAddr::from(([0; 4], 0)));
+        let src: SocketAddr = "192.0.2.1:4000"
+            .parse()
+            .unwrap_or(SocketAddr::from(([0; 4], 0)));
+        let other: SocketAddr = "192.0.2.1:4001"
+            .parse()
+            .unwrap_or(SocketAddr::from(([0; 4], 0)));
         let t0 = Instant::ZERO;
 
         let mut init = [0u8; 148];

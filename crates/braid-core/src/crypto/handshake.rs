@@ -8,7 +8,9 @@
 //! [`super::Tunnel`].
 
 use super::cookie::MacKeys;
-use super::envelope::{self, Kind, INITIATION_LEN, INIT_NOISE, RESPONSE_LEN, RESP_NOISE, TIMESTAMP_LEN};
+use super::envelope::{
+    self, Kind, INITIATION_LEN, INIT_NOISE, RESPONSE_LEN, RESP_NOISE, TIMESTAMP_LEN,
+};
 use super::keys::{PresharedKey, PrivateKey, PublicKey};
 use snow::params::NoiseParams;
 use snow::{Builder, HandshakeState};
@@ -188,13 +190,25 @@ mod tests {
 
     #[test]
     fn one_round_trip_gives_matching_keys() {
-        let (a, b) = (PrivateKey::from_bytes([1; 32]), PrivateKey::from_bytes([2; 32]));
+        let (a, b) = (
+            PrivateKey::from_bytes([1; 32]),
+            PrivateKey::from_bytes([2; 32]),
+        );
         let psk = PresharedKey::from_bytes([9; 32]);
         let b_macs = MacKeys::new(&b.public_key());
         let a_macs = MacKeys::new(&a.public_key());
         let mut init = [0u8; INITIATION_LEN];
         let ts = tai64n(5_000_000);
-        let hs_a = write_initiation(&a, &b.public_key(), Some(&psk), &b_macs, 11, &ts, None, &mut init);
+        let hs_a = write_initiation(
+            &a,
+            &b.public_key(),
+            Some(&psk),
+            &b_macs,
+            11,
+            &ts,
+            None,
+            &mut init,
+        );
         assert!(hs_a.is_some());
         assert!(b_macs.check_mac1(&init));
         let r = read_initiation(&b, &a.public_key(), Some(&psk), &init);
@@ -218,7 +232,16 @@ mod tests {
         // A third party's static key is refused as an unknown peer.
         let c = PrivateKey::from_bytes([3; 32]);
         let mut init_c = [0u8; INITIATION_LEN];
-        let _ = write_initiation(&c, &b.public_key(), Some(&psk), &b_macs, 12, &ts, None, &mut init_c);
+        let _ = write_initiation(
+            &c,
+            &b.public_key(),
+            Some(&psk),
+            &b_macs,
+            12,
+            &ts,
+            None,
+            &mut init_c,
+        );
         assert_eq!(
             read_initiation(&b, &a.public_key(), Some(&psk), &init_c).err(),
             Some(HandshakeError::UnknownPeer)
@@ -234,13 +257,25 @@ mod tests {
 
     #[test]
     fn preshared_key_mismatch_fails_at_the_initiator() {
-        let (a, b) = (PrivateKey::from_bytes([1; 32]), PrivateKey::from_bytes([2; 32]));
+        let (a, b) = (
+            PrivateKey::from_bytes([1; 32]),
+            PrivateKey::from_bytes([2; 32]),
+        );
         let b_macs = MacKeys::new(&b.public_key());
         let a_macs = MacKeys::new(&a.public_key());
         let mut init = [0u8; INITIATION_LEN];
         let ts = tai64n(5_000_000);
         let psk_a = PresharedKey::from_bytes([1; 32]);
-        let hs_a = write_initiation(&a, &b.public_key(), Some(&psk_a), &b_macs, 1, &ts, None, &mut init);
+        let hs_a = write_initiation(
+            &a,
+            &b.public_key(),
+            Some(&psk_a),
+            &b_macs,
+            1,
+            &ts,
+            None,
+            &mut init,
+        );
         // psk2: the responder cannot tell yet...
         let Ok(r) = read_initiation(&b, &a.public_key(), None, &init) else {
             panic!("initiation refused");

@@ -225,11 +225,17 @@ mod tests {
         let text = k.to_base64();
         assert_eq!(text.len(), 44);
         assert!(text.ends_with('='));
-        assert_eq!(PrivateKey::from_base64(&format!("  {text}\n")), Ok(k.clone()));
+        assert_eq!(
+            PrivateKey::from_base64(&format!("  {text}\n")),
+            Ok(k.clone())
+        );
         let p = k.public_key();
         assert_eq!(PublicKey::from_base64(&p.to_base64()), Ok(p));
         // `wg pubkey` of RFC 7748 Alice, computed independently: base64 of ALICE_PUB_HEX.
-        assert_eq!(p.to_base64(), "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=");
+        assert_eq!(
+            p.to_base64(),
+            "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="
+        );
     }
 
     #[test]
@@ -262,6 +268,9 @@ mod tests {
         );
         assert!(PublicKey::from_base64(&"A".repeat(10_000)).is_err());
         assert_eq!(PublicKey::from_base64(""), Err(KeyError::Length(0)));
-        assert_eq!(format!("{:?}", PrivateKey::from_bytes([7; 32])), "PrivateKey(..)");
+        assert_eq!(
+            format!("{:?}", PrivateKey::from_bytes([7; 32])),
+            "PrivateKey(..)"
+        );
     }
 }

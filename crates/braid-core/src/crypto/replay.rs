@@ -66,7 +66,8 @@ impl ReplayWindow {
     /// slack, rounded up to a power of two and clamped to
     /// [`MIN_WINDOW_BITS`]..=[`MAX_WINDOW_BITS`].
     pub fn bits_for(packets_per_second: u64, delay_spread: Duration) -> usize {
-        let packets = (u128::from(packets_per_second) * delay_spread.as_micros()).div_ceil(1_000_000);
+        let packets =
+            (u128::from(packets_per_second) * delay_spread.as_micros()).div_ceil(1_000_000);
         let bits = packets.saturating_add(64);
         let bits = usize::try_from(bits).unwrap_or(MAX_WINDOW_BITS);
         bits.clamp(MIN_WINDOW_BITS, MAX_WINDOW_BITS)
@@ -319,13 +320,25 @@ mod tests {
     fn sizing_formula() {
         let rate = ReplayWindow::packet_rate(1_000_000_000, 1400);
         assert_eq!(rate, 89_285);
-        assert_eq!(ReplayWindow::bits_for(rate, Duration::from_millis(700)), 65536);
+        assert_eq!(
+            ReplayWindow::bits_for(rate, Duration::from_millis(700)),
+            65536
+        );
         assert!(ReplayWindow::new(65536).window() >= 62_500);
-        assert_eq!(ReplayWindow::bits_for(rate, Duration::from_millis(91)), 8192);
-        assert_eq!(ReplayWindow::bits_for(rate, Duration::from_millis(92)), 16384);
+        assert_eq!(
+            ReplayWindow::bits_for(rate, Duration::from_millis(91)),
+            8192
+        );
+        assert_eq!(
+            ReplayWindow::bits_for(rate, Duration::from_millis(92)),
+            16384
+        );
         // Floor and cap.
         assert_eq!(ReplayWindow::bits_for(0, Duration::ZERO), MIN_WINDOW_BITS);
-        assert_eq!(ReplayWindow::bits_for(u64::MAX, Duration::from_secs(1000)), MAX_WINDOW_BITS);
+        assert_eq!(
+            ReplayWindow::bits_for(u64::MAX, Duration::from_secs(1000)),
+            MAX_WINDOW_BITS
+        );
         // 10 Gbit/s × 1 s still fits under the cap.
         let r10 = ReplayWindow::packet_rate(10_000_000_000, 1400);
         assert_eq!(ReplayWindow::bits_for(r10, Duration::from_secs(1)), 1 << 20);

@@ -84,7 +84,10 @@ fn handshake(i: &mut Tunnel, r: &mut Tunnel, now: Instant, i_addr: &str) {
         panic!("no response");
     };
     assert_eq!(resp.len(), RESPONSE_LEN);
-    assert!(matches!(deliver(i, now, "0.0.0.0:1", &resp), Ok(Got::Established(_))));
+    assert!(matches!(
+        deliver(i, now, "0.0.0.0:1", &resp),
+        Ok(Got::Established(_))
+    ));
     let Some((TransmitKind::Keepalive, ka)) = transmit(i, now) else {
         panic!("no keepalive");
     };
@@ -187,7 +190,10 @@ fn seal_in_place_without_copy() {
         wire::parse(plaintext),
         Ok((_, wire::Message::Probe { probe_seq: 5 }))
     ));
-    assert_eq!(a.seal(at(1), &mut [0u8; 40], 9), Err(SealError::BufferTooSmall));
+    assert_eq!(
+        a.seal(at(1), &mut [0u8; 40], 9),
+        Err(SealError::BufferTooSmall)
+    );
 }
 
 #[test]
@@ -200,13 +206,22 @@ fn simultaneous_initiation_resolves_to_one_session() {
     let Ok(Got::Reply(resp)) = deliver(&mut hi, t, A_ADDR, &init_lo) else {
         panic!("higher key did not answer");
     };
-    assert_eq!(deliver(&mut lo, t, B_ADDR, &init_hi), Err(Rejected::HandshakeCollision));
+    assert_eq!(
+        deliver(&mut lo, t, B_ADDR, &init_hi),
+        Err(Rejected::HandshakeCollision)
+    );
     assert_eq!(lo.counters().handshake_collision, 1);
-    assert!(matches!(deliver(&mut lo, t, B_ADDR, &resp), Ok(Got::Established(_))));
+    assert!(matches!(
+        deliver(&mut lo, t, B_ADDR, &resp),
+        Ok(Got::Established(_))
+    ));
     let Some((TransmitKind::Keepalive, ka)) = transmit(&mut lo, t) else {
         panic!("no keepalive");
     };
-    assert!(matches!(deliver(&mut hi, t, A_ADDR, &ka), Ok(Got::Data(..))));
+    assert!(matches!(
+        deliver(&mut hi, t, A_ADDR, &ka),
+        Ok(Got::Data(..))
+    ));
     // The higher side no longer wants its own handshake.
     assert_eq!(transmit(&mut hi, t + Duration::from_secs(6)), None);
     assert_eq!(transmit(&mut lo, t + Duration::from_secs(6)), None);
@@ -223,11 +238,17 @@ fn simultaneous_initiation_resolves_to_one_session() {
     let (mut lo, mut hi) = pair();
     let init_lo = initiation(&mut lo, t);
     let init_hi = initiation(&mut hi, t);
-    assert_eq!(deliver(&mut lo, t, B_ADDR, &init_hi), Err(Rejected::HandshakeCollision));
+    assert_eq!(
+        deliver(&mut lo, t, B_ADDR, &init_hi),
+        Err(Rejected::HandshakeCollision)
+    );
     let Ok(Got::Reply(resp)) = deliver(&mut hi, t, A_ADDR, &init_lo) else {
         panic!("higher key did not answer");
     };
-    assert!(matches!(deliver(&mut lo, t, B_ADDR, &resp), Ok(Got::Established(_))));
+    assert!(matches!(
+        deliver(&mut lo, t, B_ADDR, &resp),
+        Ok(Got::Established(_))
+    ));
     assert!(lo.is_established(t));
 }
 
@@ -258,7 +279,10 @@ fn forged_replayed_truncated_wrong_key_and_bit_flipped_are_rejected_by_name() {
     let third = data(&mut a, t, 3);
     let before = b.counters().clone();
     for cut in 0..third.len() {
-        assert!(deliver(&mut b, t, A_ADDR, &third[..cut]).is_err(), "prefix {cut}");
+        assert!(
+            deliver(&mut b, t, A_ADDR, &third[..cut]).is_err(),
+            "prefix {cut}"
+        );
     }
     assert!(b.counters().truncated - before.truncated >= OVERHEAD as u64);
     assert_eq!(b.counters().opened, before.opened);
@@ -290,11 +314,17 @@ fn forged_replayed_truncated_wrong_key_and_bit_flipped_are_rejected_by_name() {
     let mut retarget = from_c.clone();
     retarget[4..8].copy_from_slice(&good[4..8]);
     retarget[8..16].copy_from_slice(&12_345u64.to_be_bytes());
-    assert_eq!(deliver(&mut b, t, "203.0.113.3:1", &retarget), Err(Rejected::BadTag));
+    assert_eq!(
+        deliver(&mut b, t, "203.0.113.3:1", &retarget),
+        Err(Rejected::BadTag)
+    );
     // ...and C's initiation to B is from an unknown static key.
     let mut c2 = Tunnel::new(config(3, 2));
     let init = initiation(&mut c2, t);
-    assert_eq!(deliver(&mut b, t, "203.0.113.3:1", &init), Err(Rejected::UnknownPeer));
+    assert_eq!(
+        deliver(&mut b, t, "203.0.113.3:1", &init),
+        Err(Rejected::UnknownPeer)
+    );
 
     // A plaintext version-1 datagram is refused by a keyed peer.
     assert_eq!(
@@ -321,7 +351,10 @@ fn preshared_key_mismatch_never_establishes() {
     let Ok(Got::Reply(resp)) = deliver(&mut b, t, A_ADDR, &init) else {
         panic!("no response");
     };
-    assert_eq!(deliver(&mut a, t, B_ADDR, &resp), Err(Rejected::HandshakeFailed));
+    assert_eq!(
+        deliver(&mut a, t, B_ADDR, &resp),
+        Err(Rejected::HandshakeFailed)
+    );
     assert!(!a.is_established(t));
     // B's responder session is never confirmed, so B cannot send either.
     assert_eq!(seal(&mut b, t, b"x"), Err(SealError::NoSession));
@@ -356,7 +389,10 @@ fn rekey_keeps_old_session_for_packets_in_flight() {
     };
     // B still sends with the old session until A confirms the new one.
     let mid_ba = data(&mut b, t, 6);
-    assert!(matches!(deliver(&mut a, t, B_ADDR, &resp), Ok(Got::Established(_))));
+    assert!(matches!(
+        deliver(&mut a, t, B_ADDR, &resp),
+        Ok(Got::Established(_))
+    ));
     let s2 = a.current_session(t);
     assert_ne!(s1, s2);
     // A sends with the new session at once; B accepts it (this confirms it at B).
@@ -375,7 +411,10 @@ fn rekey_keeps_old_session_for_packets_in_flight() {
         panic!("new session data refused");
     };
     assert_eq!(Some(sid), s2);
-    assert_eq!(a.counters().rejected_total() + b.counters().rejected_total(), 0);
+    assert_eq!(
+        a.counters().rejected_total() + b.counters().rejected_total(),
+        0
+    );
     // The keepalive A queued is still fine to send late.
     let Some((TransmitKind::Keepalive, ka)) = transmit(&mut a, t) else {
         panic!("no keepalive");
@@ -412,14 +451,20 @@ fn responder_rekeys_later_and_sessions_expire_after_180_s() {
     let d = data(&mut a, at(179_999), 1);
     assert!(opened_seq(deliver(&mut b, at(179_999), A_ADDR, &d)).is_some());
     let d = data(&mut a, at(179_999), 2);
-    assert_eq!(deliver(&mut b, at(180_000), A_ADDR, &d), Err(Rejected::Expired));
+    assert_eq!(
+        deliver(&mut b, at(180_000), A_ADDR, &d),
+        Err(Rejected::Expired)
+    );
     assert_eq!(seal(&mut a, at(180_000), b"x"), Err(SealError::NoSession));
     assert!(!a.is_established(at(180_000)));
     // Keys are erased at 540 s.
     assert!(a.poll_timeout() <= Some(at(540_000)));
     a.handle_timeout(at(540_000));
     b.handle_timeout(at(540_000));
-    assert_eq!(deliver(&mut b, at(540_000), A_ADDR, &d), Err(Rejected::UnknownReceiverIndex));
+    assert_eq!(
+        deliver(&mut b, at(540_000), A_ADDR, &d),
+        Err(Rejected::UnknownReceiverIndex)
+    );
 }
 
 #[test]
@@ -432,7 +477,10 @@ fn initiation_is_retried_with_jitter_and_given_up_after_90_s() {
         panic!("no retry timer");
     };
     let wait = retry.saturating_since(t0);
-    assert!(wait >= REKEY_TIMEOUT && wait <= REKEY_TIMEOUT + REKEY_TIMEOUT_JITTER, "{wait:?}");
+    assert!(
+        wait >= REKEY_TIMEOUT && wait <= REKEY_TIMEOUT + REKEY_TIMEOUT_JITTER,
+        "{wait:?}"
+    );
     assert_eq!(transmit(&mut a, retry - Duration::from_micros(1)), None);
     let mut sent = 1;
     let mut now = retry;
@@ -461,15 +509,27 @@ fn replayed_and_duplicated_initiations_are_too_old() {
     let (mut a, mut b) = pair();
     let t = at(0);
     let init = initiation(&mut a, t);
-    assert!(matches!(deliver(&mut b, t, A_ADDR, &init), Ok(Got::Reply(_))));
+    assert!(matches!(
+        deliver(&mut b, t, A_ADDR, &init),
+        Ok(Got::Reply(_))
+    ));
     // The same initiation again (a copy on a second path, or an attacker's replay).
-    assert_eq!(deliver(&mut b, t, "192.0.2.9:5001", &init), Err(Rejected::HandshakeTooOld));
+    assert_eq!(
+        deliver(&mut b, t, "192.0.2.9:5001", &init),
+        Err(Rejected::HandshakeTooOld)
+    );
     // A newer initiation from A (after a restart, say) is accepted.
     let mut a_restarted = Tunnel::new(config(1, 2));
     let init2 = initiation(&mut a_restarted, at(20));
-    assert!(matches!(deliver(&mut b, at(20), A_ADDR, &init2), Ok(Got::Reply(_))));
+    assert!(matches!(
+        deliver(&mut b, at(20), A_ADDR, &init2),
+        Ok(Got::Reply(_))
+    ));
     // Replaying the first one later is still refused.
-    assert_eq!(deliver(&mut b, at(60_000), A_ADDR, &init), Err(Rejected::HandshakeTooOld));
+    assert_eq!(
+        deliver(&mut b, at(60_000), A_ADDR, &init),
+        Err(Rejected::HandshakeTooOld)
+    );
     assert_eq!(b.counters().handshake_too_old, 2);
 }
 
@@ -490,12 +550,21 @@ fn bad_mac1_is_dropped_before_any_work() {
     // A response that does not match our pending initiation.
     let mut resp = [0u8; RESPONSE_LEN];
     resp[..4].copy_from_slice(&[2, 2, 0, 0]);
-    assert_eq!(deliver(&mut a, t, B_ADDR, &resp), Err(Rejected::UnknownReceiverIndex));
+    assert_eq!(
+        deliver(&mut a, t, B_ADDR, &resp),
+        Err(Rejected::UnknownReceiverIndex)
+    );
     assert_eq!(b.counters().bad_mac1, 101);
     // None of it reached the rate limiter or the load meter: a real initiation passes.
     let init = initiation(&mut a, t);
-    assert!(matches!(deliver(&mut b, t, A_ADDR, &init), Ok(Got::Reply(_))));
-    assert_eq!(b.counters().rate_limited + b.counters().cookie_replies_sent, 0);
+    assert!(matches!(
+        deliver(&mut b, t, A_ADDR, &init),
+        Ok(Got::Reply(_))
+    ));
+    assert_eq!(
+        b.counters().rate_limited + b.counters().cookie_replies_sent,
+        0
+    );
 }
 
 #[test]
@@ -527,7 +596,10 @@ fn initiations_are_rate_limited_per_source() {
     // The real peer from another address is unaffected.
     let mut a = real_peer_of(&b);
     let init = initiation(&mut a, t);
-    assert!(matches!(deliver(&mut b, t, A_ADDR, &init), Ok(Got::Reply(_))));
+    assert!(matches!(
+        deliver(&mut b, t, A_ADDR, &init),
+        Ok(Got::Reply(_))
+    ));
     assert_eq!(b.counters().rate_limited, 2);
 }
 
@@ -591,13 +663,19 @@ fn under_load_the_responder_answers_with_a_cookie_and_the_peer_gets_through() {
     assert_eq!(resp.len(), RESPONSE_LEN);
     assert_eq!(b.counters().sessions_created, sessions_before + 1);
     assert_eq!(b.counters().cookie_replies_sent, cookies_before);
-    assert!(matches!(deliver(&mut a, t2, B_ADDR, &resp), Ok(Got::Established(_))));
+    assert!(matches!(
+        deliver(&mut a, t2, B_ADDR, &resp),
+        Ok(Got::Established(_))
+    ));
     // The same mac2 from another source port is not valid: that source gets a cookie.
     // Replay init2's bytes from elsewhere: mac2 is bound to A's address and port.
     let r = deliver(&mut b, t2, "192.0.2.1:5001", &init2);
     assert!(matches!(r, Ok(Got::Reply(ref c)) if c.len() == COOKIE_REPLY_LEN));
     // A cookie reply for an initiation we did not send is refused.
-    assert_eq!(deliver(&mut a, t2, B_ADDR, &cookie), Err(Rejected::UnknownReceiverIndex));
+    assert_eq!(
+        deliver(&mut a, t2, B_ADDR, &cookie),
+        Err(Rejected::UnknownReceiverIndex)
+    );
 }
 
 /// No answer before authentication is larger than what caused it, whatever comes in.

@@ -526,9 +526,7 @@ impl Tunnel {
         match s.replay.check(counter) {
             ReplayVerdict::Fresh => {}
             ReplayVerdict::TooOld => return Err(Rejected::ReplayTooOld),
-            ReplayVerdict::Duplicate | ReplayVerdict::Exhausted => {
-                return Err(Rejected::Replayed)
-            }
+            ReplayVerdict::Duplicate | ReplayVerdict::Exhausted => return Err(Rejected::Replayed),
         }
         s.open(datagram).map_err(|_| Rejected::BadTag)?;
         s.replay.mark(counter);
@@ -570,7 +568,12 @@ impl Tunnel {
             let i = self.rng.next_u32();
             let used = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.local_index == i);
             let pending = self.pending.as_ref().is_some_and(|p| p.sender_index == i);
-            if i != 0 && !used(&self.current) && !used(&self.previous) && !used(&self.next) && !pending {
+            if i != 0
+                && !used(&self.current)
+                && !used(&self.previous)
+                && !used(&self.next)
+                && !pending
+            {
                 return i;
             }
         }
@@ -753,7 +756,11 @@ impl Tunnel {
         }
         let out: &mut [u8; INITIATION_LEN] = buf.get_mut(..INITIATION_LEN)?.try_into().ok()?;
         let sender_index = self.fresh_index();
-        let ts = handshake::tai64n(self.config.unix_micros_at_zero.saturating_add(now.as_micros()));
+        let ts = handshake::tai64n(
+            self.config
+                .unix_micros_at_zero
+                .saturating_add(now.as_micros()),
+        );
         let cookie = self
             .cookie
             .as_ref()
@@ -772,7 +779,8 @@ impl Tunnel {
         let mut mac1 = [0u8; MAC_LEN];
         let cut = INITIATION_LEN - 2 * MAC_LEN;
         mac1.copy_from_slice(out.get(cut..cut + MAC_LEN)?);
-        let jitter = Duration::from_micros(self.rng.below(REKEY_TIMEOUT_JITTER.as_micros() as u64 + 1));
+        let jitter =
+            Duration::from_micros(self.rng.below(REKEY_TIMEOUT_JITTER.as_micros() as u64 + 1));
         self.pending = Some(Pending {
             state,
             sender_index,
@@ -798,7 +806,10 @@ impl Tunnel {
         if self.keepalive_due {
             consider(Instant::ZERO);
         }
-        for s in [&self.current, &self.previous, &self.next].into_iter().flatten() {
+        for s in [&self.current, &self.previous, &self.next]
+            .into_iter()
+            .flatten()
+        {
             consider(s.created + ERASE_KEYS_AFTER);
         }
         t
