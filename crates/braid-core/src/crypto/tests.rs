@@ -252,6 +252,53 @@ fn simultaneous_initiation_resolves_to_one_session() {
     assert!(lo.is_established(t));
 }
 
+/// The collision winner yields when its own initiations keep failing at the peer (here:
+/// the peer refuses its timestamps, as after the winner's clock went back).
+#[test]
+fn collision_winner_yields_after_repeated_collisions() {
+    let (mut lo, mut hi) = pair();
+    let lo_byte = b_peer_byte(&hi);
+    let mut future_cfg = config(lo_byte, 3 - lo_byte);
+    future_cfg.unix_micros_at_zero += 3_600_000_000;
+    let mut lo_future = Tunnel::new(future_cfg);
+    let t = at(0);
+    let stale = initiation(&mut lo_future, t);
+    assert!(matches!(
+        deliver(&mut hi, t, A_ADDR, &stale),
+        Ok(Got::Reply(_))
+    ));
+    let mut now = at(1000);
+    lo.start_handshake(now);
+    hi.start_handshake(now);
+    let mut established = false;
+    for _ in 0..6 {
+        while let Some((_, m)) = transmit(&mut lo, now) {
+            let r = deliver(&mut hi, now, A_ADDR, &m);
+            assert!(
+                matches!(r, Err(Rejected::HandshakeTooOld) | Ok(Got::Data(..))),
+                "{r:?}"
+            );
+        }
+        while let Some((_, m)) = transmit(&mut hi, now) {
+            if let Ok(Got::Reply(resp)) = deliver(&mut lo, now, B_ADDR, &m) {
+                assert!(matches!(
+                    deliver(&mut hi, now, A_ADDR, &resp),
+                    Ok(Got::Established(_))
+                ));
+                established = true;
+            }
+        }
+        if established {
+            break;
+        }
+        now += Duration::from_millis(5400);
+    }
+    assert!(established);
+    assert_eq!(lo.counters().handshake_collision, 2);
+    // hi's keepalive (delivered in the loop) confirmed the session at lo.
+    assert!(lo.is_established(now) && hi.is_established(now));
+}
+
 #[test]
 fn forged_replayed_truncated_wrong_key_and_bit_flipped_are_rejected_by_name() {
     let (mut a, mut b) = pair();

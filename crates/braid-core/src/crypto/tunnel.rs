@@ -255,6 +255,9 @@ impl core::fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
+/// Peer initiations the collision winner drops in a row before it yields.
+const MAX_COLLISIONS: u32 = 2;
+
 /// Our handshake in flight.
 struct Pending {
     state: HandshakeState,
@@ -291,6 +294,8 @@ pub struct Tunnel {
     keepalive_due: bool,
     /// Cookie from the peer's cookie reply, with when it arrived.
     cookie: Option<([u8; MAC_LEN], Instant)>,
+    /// Peer initiations dropped by the collision rule since the last new session.
+    collisions_in_row: u32,
     /// Newest initiation timestamp accepted from the peer.
     last_timestamp: [u8; envelope::TIMESTAMP_LEN],
 
@@ -332,6 +337,7 @@ impl Tunnel {
             keepalive_due: false,
             cookie: None,
             last_timestamp: [0; envelope::TIMESTAMP_LEN],
+            collisions_in_row: 0,
             counters: Counters::default(),
             config,
         }
@@ -621,13 +627,19 @@ impl Tunnel {
             return Err(Rejected::HandshakeTooOld);
         }
         if self.pending.is_some() {
-            // Both sides initiated. The lower public key's initiation wins.
-            if self.local_public < self.config.peer_public_key {
+            // Both sides initiated. The lower public key's initiation wins, unless ours
+            // keep failing at the peer (e.g. it refuses our timestamps after our clock
+            // went back): after MAX_COLLISIONS in a row we yield.
+            if self.local_public < self.config.peer_public_key
+                && self.collisions_in_row < MAX_COLLISIONS
+            {
+                self.collisions_in_row += 1;
                 return Err(Rejected::HandshakeCollision);
             }
             self.pending = None;
             self.wanted_until = None;
         }
+        self.collisions_in_row = 0;
         self.last_timestamp = read.timestamp;
         let local_index = self.fresh_index();
         let mut out = [0u8; RESPONSE_LEN];
@@ -701,6 +713,7 @@ impl Tunnel {
             self.previous = old;
         }
         self.wanted_until = None;
+        self.collisions_in_row = 0;
         self.keepalive_due = true;
         self.counters.handshakes_completed += 1;
         self.counters.sessions_created += 1;
