@@ -19,8 +19,8 @@ use core::time::Duration;
 use snow::HandshakeState;
 use std::net::SocketAddr;
 
-/// Settings of one [`Tunnel`].
-#[derive(Clone, Debug)]
+/// Settings of one [`Tunnel`]. `Debug` shows neither the private key nor the seed.
+#[derive(Clone)]
 pub struct TunnelConfig {
     /// Our static key.
     pub private_key: PrivateKey,
@@ -58,6 +58,20 @@ impl TunnelConfig {
             under_load_threshold: 100,
             rate_limit_table_size: DEFAULT_TABLE_SIZE,
         }
+    }
+}
+
+impl core::fmt::Debug for TunnelConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TunnelConfig")
+            .field("public_key", &self.private_key.public_key())
+            .field("peer_public_key", &self.peer_public_key)
+            .field("preshared_key", &self.preshared_key.as_ref().map(|_| ".."))
+            .field("replay_window_bits", &self.replay_window_bits)
+            .field("unix_micros_at_zero", &self.unix_micros_at_zero)
+            .field("under_load_threshold", &self.under_load_threshold)
+            .field("rate_limit_table_size", &self.rate_limit_table_size)
+            .finish_non_exhaustive()
     }
 }
 
