@@ -1,0 +1,74 @@
+//! One established session: the two transport keys, the indexes, the send counter and
+//! the receive replay window.
+
+use super::envelope::{AeadError, TransportKey};
+use super::replay::ReplayWindow;
+use crate::Instant;
+
+/// Names a session: the index *we* chose, which the peer puts in the receiver-index
+/// field of every datagram it sends us on this session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(pub u32);
+
+impl core::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "session#{:08x}", self.0)
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub local_index: u32,
+    pub remote_index: u32,
+    send: TransportKey,
+    recv: TransportKey,
+    pub send_counter: u64,
+    pub replay: ReplayWindow,
+    pub created: Instant,
+    pub initiator: bool,
+}
+
+impl Session {
+    pub fn new(
+        local_index: u32,
+        remote_index: u32,
+        keys: ([u8; 32], [u8; 32]),
+        window_bits: usize,
+        created: Instant,
+        initiator: bool,
+    ) -> Self {
+        let (mut s, mut r) = keys;
+        let session = Self {
+            local_index,
+            remote_index,
+            send: TransportKey::new(&s),
+            recv: TransportKey::new(&r),
+            send_counter: 0,
+            replay: ReplayWindow::new(window_bits),
+            created,
+            initiator,
+        };
+        zeroize::Zeroize::zeroize(&mut s);
+        zeroize::Zeroize::zeroize(&mut r);
+        session
+    }
+
+    pub fn id(&self) -> SessionId {
+        SessionId(self.local_index)
+    }
+
+    /// Seal with the next counter (see [`TransportKey::seal`]).
+    pub fn seal(&mut self, buf: &mut [u8], plaintext_len: usize) -> Result<usize, AeadError> {
+        let n = self
+            .send
+            .seal(self.remote_index, self.send_counter, buf, plaintext_len)?;
+        self.send_counter += 1;
+        Ok(n)
+    }
+
+    /// Authenticate and decrypt in place; the replay window is the caller's business.
+    pub fn open(&self, datagram: &mut [u8]) -> Result<(), AeadError> {
+        self.recv.open(datagram)
+    }
+}

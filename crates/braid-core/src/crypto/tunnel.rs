@@ -1,0 +1,859 @@
+//! [`Tunnel`]: the per-bond crypto state machine the daemon drives. See the module
+//! documentation of [`crate::crypto`] for the driving rules and `docs/security.md` for
+//! the protocol.
+
+use super::cookie::{CookieChecker, MacKeys};
+use super::envelope::{
+    self, Kind, COOKIE_REPLY_LEN, HEADER_LEN, INITIATION_LEN, MAC_LEN, OVERHEAD, RESPONSE_LEN,
+    TAG_LEN,
+};
+use super::handshake::{self, HandshakeError};
+use super::keys::{PresharedKey, PrivateKey, PublicKey};
+use super::ratelimit::{LoadMeter, RateLimiter, DEFAULT_TABLE_SIZE};
+use super::replay::{ReplayVerdict, REJECT_AFTER_MESSAGES};
+use super::rng::Rng;
+use super::session::{Session, SessionId};
+use super::*;
+use crate::Instant;
+use core::time::Duration;
+use snow::HandshakeState;
+use std::net::SocketAddr;
+
+/// Settings of one [`Tunnel`]. `Debug` shows neither the private key nor the seed.
+#[derive(Clone)]
+pub struct TunnelConfig {
+    /// Our static key.
+    pub private_key: PrivateKey,
+    /// The peer's static key: the only key a session is made with.
+    pub peer_public_key: PublicKey,
+    /// Optional symmetric key mixed into the handshake.
+    pub preshared_key: Option<PresharedKey>,
+    /// Size of each session's replay window; see [`ReplayWindow::bits_for`]. Default
+    /// 65 536 (0.7 s at 1 Gbit/s of 1400-byte datagrams).
+    pub replay_window_bits: usize,
+    /// Unix time in microseconds at `Instant::ZERO`: handshake timestamps are
+    /// `unix_micros_at_zero + now`, and must grow across restarts of the daemon, so the
+    /// driver sets this from the wall clock when it picks its zero.
+    pub unix_micros_at_zero: u64,
+    /// Seed of the internal RNG (session indexes, jitter, cookie secrets). The daemon
+    /// fills it from `getrandom`; tests use constants.
+    pub seed: [u8; 32],
+    /// Initiations with a valid mac1 per second above which the responder is under load
+    /// and answers with cookies. Default 100 (boringtun's figure).
+    pub under_load_threshold: u32,
+    /// Sources the per-source rate limiter tracks at most. Default 4096.
+    pub rate_limit_table_size: usize,
+}
+
+impl TunnelConfig {
+    /// Defaults for everything but the keys and the seed.
+    pub fn new(private_key: PrivateKey, peer_public_key: PublicKey, seed: [u8; 32]) -> Self {
+        Self {
+            private_key,
+            peer_public_key,
+            preshared_key: None,
+            replay_window_bits: 65536,
+            unix_micros_at_zero: 0,
+            seed,
+            under_load_threshold: 100,
+            rate_limit_table_size: DEFAULT_TABLE_SIZE,
+        }
+    }
+}
+
+impl core::fmt::Debug for TunnelConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TunnelConfig")
+            .field("public_key", &self.private_key.public_key())
+            .field("peer_public_key", &self.peer_public_key)
+            .field("preshared_key", &self.preshared_key.as_ref().map(|_| ".."))
+            .field("replay_window_bits", &self.replay_window_bits)
+            .field("unix_micros_at_zero", &self.unix_micros_at_zero)
+            .field("under_load_threshold", &self.under_load_threshold)
+            .field("rate_limit_table_size", &self.rate_limit_table_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why `seal` produced nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SealError {
+    /// No confirmed session that may send (none yet, or expired). A handshake has been
+    /// requested: call [`Tunnel::poll_transmit`]. The datagram is not sent (drop it or
+    /// hold it, as WireGuard holds a few).
+    NoSession,
+    /// `buf` is shorter than `plaintext_len + OVERHEAD`.
+    BufferTooSmall,
+}
+
+impl core::fmt::Display for SealError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SealError::NoSession => f.write_str("no session to send with (handshake pending)"),
+            SealError::BufferTooSmall => f.write_str("buffer too small for the sealed datagram"),
+        }
+    }
+}
+
+impl std::error::Error for SealError {}
+
+/// What an accepted datagram was.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Opened<'a> {
+    /// An authenticated transport datagram. `plaintext` is the version-1 datagram (empty
+    /// for a keepalive, which the driver ignores). Only now may the driver treat the
+    /// source address as the peer's (roaming).
+    Data {
+        /// The decrypted bytes, inside the caller's buffer.
+        plaintext: &'a [u8],
+        /// The session it came on.
+        session: SessionId,
+        /// Its counter.
+        counter: u64,
+    },
+    /// A handshake message that needs an answer: send these bytes back to the source
+    /// address on the path the datagram came in on. Never longer than what came in.
+    Reply(&'a [u8]),
+    /// A response completed our handshake: the new session sends from now on. A
+    /// keepalive is waiting in [`Tunnel::poll_transmit`].
+    Established(SessionId),
+    /// A cookie reply was stored; the next initiation (on the retry timer) carries mac2.
+    CookieStored,
+}
+
+/// A datagram the tunnel wants sent, written by [`Tunnel::poll_transmit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Bytes written at the start of the buffer.
+    pub len: usize,
+    /// What it is.
+    pub kind: TransmitKind,
+}
+
+/// What [`Transmit`] carries. Either may go on any live path; an initiation may be sent
+/// on several at once (the responder answers the first copy and refuses the others as
+/// `handshake_too_old`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransmitKind {
+    /// A handshake initiation ([`envelope::INITIATION_LEN`] bytes).
+    Initiation,
+    /// An empty transport datagram that confirms a session we just completed as
+    /// initiator ([`envelope::KEEPALIVE_LEN`] bytes).
+    Keepalive,
+}
+
+macro_rules! rejects {
+    ($($(#[$doc:meta])* $variant:ident => $field:ident,)*) => {
+        /// Why a datagram was dropped. Each reason has a counter of the same name in
+        /// [`Counters`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Rejected {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Rejected {
+            /// Every reason.
+            pub const ALL: &'static [Rejected] = &[$(Rejected::$variant,)*];
+
+            /// The counter name (snake_case).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Rejected::$variant => stringify!($field),)*
+                }
+            }
+        }
+
+        /// Drop counters, one per [`Rejected`] reason, and event counters.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $($(#[$doc])* pub $field: u64,)*
+            /// Transport datagrams sealed.
+            pub sealed: u64,
+            /// Transport datagrams authenticated (keepalives included).
+            pub opened: u64,
+            /// Initiations sent.
+            pub initiations_sent: u64,
+            /// Responses sent (initiations accepted).
+            pub responses_sent: u64,
+            /// Handshakes we completed as initiator.
+            pub handshakes_completed: u64,
+            /// Sessions created by either role (the first, then one per rekey).
+            pub sessions_created: u64,
+            /// Cookie replies sent while under load.
+            pub cookie_replies_sent: u64,
+            /// Cookie replies received and stored.
+            pub cookies_received: u64,
+            /// Handshake attempts abandoned after [`REKEY_ATTEMPT_TIME`].
+            pub handshake_timeouts: u64,
+        }
+
+        impl Counters {
+            /// The drop counter of `reason`.
+            pub fn rejected(&self, reason: Rejected) -> u64 {
+                match reason {
+                    $(Rejected::$variant => self.$field,)*
+                }
+            }
+
+            fn bump(&mut self, reason: Rejected) {
+                match reason {
+                    $(Rejected::$variant => self.$field += 1,)*
+                }
+            }
+
+            /// Every counter with its name, drops first.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [
+                    $((stringify!($field), self.$field),)*
+                    ("sealed", self.sealed),
+                    ("opened", self.opened),
+                    ("initiations_sent", self.initiations_sent),
+                    ("responses_sent", self.responses_sent),
+                    ("handshakes_completed", self.handshakes_completed),
+                    ("sessions_created", self.sessions_created),
+                    ("cookie_replies_sent", self.cookie_replies_sent),
+                    ("cookies_received", self.cookies_received),
+                    ("handshake_timeouts", self.handshake_timeouts),
+                ]
+                .into_iter()
+            }
+
+            /// All drops together.
+            pub fn rejected_total(&self) -> u64 {
+                0 $(+ self.$field)*
+            }
+        }
+    };
+}
+
+rejects! {
+    /// First byte is not 2 (a plaintext version-1 datagram, or garbage).
+    BadVersion => bad_version,
+    /// Shorter than its kind needs.
+    Truncated => truncated,
+    /// Unknown kind, non-zero reserved bytes, or a handshake message of the wrong length.
+    Malformed => malformed,
+    /// Transport, response or cookie reply naming an index we do not have.
+    UnknownReceiverIndex => unknown_receiver_index,
+    /// Transport counter already seen (or at the end of the counter space).
+    Replayed => replayed,
+    /// Transport counter further behind the newest than the replay window reaches: a
+    /// replay, or a path whose delay exceeds the window (then enlarge it).
+    ReplayTooOld => replay_too_old,
+    /// Transport tag did not verify: forged, altered or sealed with another key.
+    BadTag => bad_tag,
+    /// Transport datagram on a session older than [`REJECT_AFTER_TIME`].
+    Expired => expired,
+    /// Handshake message whose mac1 is wrong: sender does not know our public key.
+    BadMac1 => bad_mac1,
+    /// Initiation refused by the per-source token bucket (or a full source table).
+    RateLimited => rate_limited,
+    /// Noise could not read the handshake message (wrong keys, altered bytes).
+    HandshakeFailed => handshake_failed,
+    /// Valid initiation from a static key other than our peer's.
+    UnknownPeer => unknown_peer,
+    /// Initiation whose timestamp is not newer than the last accepted one (a replay).
+    HandshakeTooOld => handshake_too_old,
+    /// Peer's initiation crossed ours and our public key is lower: ours wins, theirs is
+    /// dropped (the peer answers ours).
+    HandshakeCollision => handshake_collision,
+    /// Cookie reply that did not decrypt.
+    BadCookie => bad_cookie,
+}
+
+impl core::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// Peer initiations the collision winner drops in a row before it yields.
+const MAX_COLLISIONS: u32 = 2;
+
+/// Our handshake in flight.
+struct Pending {
+    state: HandshakeState,
+    sender_index: u32,
+    mac1: [u8; MAC_LEN],
+}
+
+/// The crypto state of one bond with one peer: handshakes, up to three sessions
+/// (current, previous, next), cookies and rate limits. Sans-IO: see [`crate::crypto`].
+pub struct Tunnel {
+    config: TunnelConfig,
+    local_public: PublicKey,
+    rng: Rng,
+    /// Checks mac1 of messages to us; makes cookies.
+    checker: CookieChecker,
+    /// Stamps mac1 on messages to the peer; opens its cookies.
+    peer_macs: MacKeys,
+    limiter: RateLimiter,
+    load: LoadMeter,
+
+    /// Confirmed; sends and receives.
+    current: Option<Session>,
+    /// The one before `current`; receives only, until it expires.
+    previous: Option<Session>,
+    /// Made as responder; receives, and becomes `current` on its first authenticated
+    /// datagram (if newer than `current`).
+    next: Option<Session>,
+
+    pending: Option<Pending>,
+    /// No initiation before this (the retry timer of the last one sent).
+    retry_at: Instant,
+    /// A handshake is wanted (no session, rekey due, or asked for) until this deadline.
+    wanted_until: Option<Instant>,
+    keepalive_due: bool,
+    /// Cookie from the peer's cookie reply, with when it arrived.
+    cookie: Option<([u8; MAC_LEN], Instant)>,
+    /// Peer initiations dropped by the collision rule since the last new session.
+    collisions_in_row: u32,
+    /// Newest initiation timestamp accepted from the peer.
+    last_timestamp: [u8; envelope::TIMESTAMP_LEN],
+
+    counters: Counters,
+}
+
+impl core::fmt::Debug for Tunnel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tunnel")
+            .field("local", &self.local_public)
+            .field("peer", &self.config.peer_public_key)
+            .field("current", &self.current.as_ref().map(Session::id))
+            .field("previous", &self.previous.as_ref().map(Session::id))
+            .field("next", &self.next.as_ref().map(Session::id))
+            .field("pending", &self.pending.as_ref().map(|p| p.sender_index))
+            .field("counters", &self.counters)
+            .finish()
+    }
+}
+
+impl Tunnel {
+    /// A tunnel with no session yet. Nothing is sent until [`Tunnel::start_handshake`],
+    /// a [`Tunnel::seal`] or the peer's initiation.
+    pub fn new(config: TunnelConfig) -> Self {
+        let local_public = config.private_key.public_key();
+        Self {
+            rng: Rng::new(config.seed),
+            checker: CookieChecker::new(&local_public),
+            peer_macs: MacKeys::new(&config.peer_public_key),
+            limiter: RateLimiter::new(config.rate_limit_table_size),
+            load: LoadMeter::new(config.under_load_threshold),
+            local_public,
+            current: None,
+            previous: None,
+            next: None,
+            pending: None,
+            retry_at: Instant::ZERO,
+            wanted_until: None,
+            keepalive_due: false,
+            cookie: None,
+            last_timestamp: [0; envelope::TIMESTAMP_LEN],
+            collisions_in_row: 0,
+            counters: Counters::default(),
+            config,
+        }
+    }
+
+    /// Our public key.
+    pub fn local_public_key(&self) -> PublicKey {
+        self.local_public
+    }
+
+    /// The peer's public key.
+    pub fn peer_public_key(&self) -> PublicKey {
+        self.config.peer_public_key
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The session [`Tunnel::seal`] uses now, if any.
+    pub fn current_session(&self, now: Instant) -> Option<SessionId> {
+        self.current
+            .as_ref()
+            .filter(|s| Self::can_send(s, now))
+            .map(Session::id)
+    }
+
+    /// Whether a session can send at `now`.
+    pub fn is_established(&self, now: Instant) -> bool {
+        self.current_session(now).is_some()
+    }
+
+    /// Ask for a handshake now (at start, or when the driver wants new keys). Call
+    /// [`Tunnel::poll_transmit`] next.
+    pub fn start_handshake(&mut self, now: Instant) {
+        self.want_handshake(now);
+    }
+
+    fn want_handshake(&mut self, now: Instant) {
+        if self.wanted_until.is_none() {
+            self.wanted_until = Some(now + REKEY_ATTEMPT_TIME);
+        }
+    }
+
+    fn can_send(s: &Session, now: Instant) -> bool {
+        now.saturating_since(s.created) < REJECT_AFTER_TIME
+            && s.send_counter < REJECT_AFTER_MESSAGES
+    }
+
+    /// Seal the version-1 datagram at `buf[HEADER_LEN..HEADER_LEN + plaintext_len]`
+    /// (write it there first: the driver reserves [`envelope::HEADER_LEN`] bytes in front
+    /// and [`envelope::TAG_LEN`] behind), in place. Returns the sealed length,
+    /// `plaintext_len + OVERHEAD`, to send on any path. No allocation.
+    ///
+    /// May request a handshake (rekey due, or no session): call
+    /// [`Tunnel::poll_transmit`] afterwards.
+    pub fn seal(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        plaintext_len: usize,
+    ) -> Result<usize, SealError> {
+        if buf.len() < plaintext_len.saturating_add(OVERHEAD) {
+            return Err(SealError::BufferTooSmall);
+        }
+        let Some(s) = self.current.as_mut().filter(|s| Self::can_send(s, now)) else {
+            // A fresh responder session means the peer's confirmation is on its way.
+            let confirming = self
+                .next
+                .as_ref()
+                .is_some_and(|n| now.saturating_since(n.created) < REKEY_TIMEOUT);
+            if !confirming {
+                self.want_handshake(now);
+            }
+            return Err(SealError::NoSession);
+        };
+        let age = now.saturating_since(s.created);
+        let rekey_age = if s.initiator {
+            REKEY_AFTER_TIME
+        } else {
+            REKEY_AFTER_TIME_RESPONDER
+        };
+        let rekey = age >= rekey_age || s.send_counter >= REKEY_AFTER_MESSAGES;
+        let n = s
+            .seal(buf, plaintext_len)
+            .map_err(|_| SealError::BufferTooSmall)?;
+        self.counters.sealed += 1;
+        if rekey {
+            self.want_handshake(now);
+        }
+        Ok(n)
+    }
+
+    /// Copying form of [`Tunnel::seal`]: seal `plaintext` into `out`.
+    pub fn seal_from(
+        &mut self,
+        now: Instant,
+        plaintext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, SealError> {
+        let dst = out
+            .get_mut(HEADER_LEN..HEADER_LEN + plaintext.len())
+            .ok_or(SealError::BufferTooSmall)?;
+        dst.copy_from_slice(plaintext);
+        self.seal(now, out, plaintext.len())
+    }
+
+    /// Process one datagram that arrived from `src`, in place. Every refusal is counted
+    /// under [`Rejected::name`]. Transport datagrams are checked, in order: version,
+    /// length, kind, receiver index, expiry, replay window (before decrypting), tag; only
+    /// then is the counter marked. Handshake messages: length, mac1 (before any state,
+    /// allocation or DH), load/cookie, per-source rate limit, then Noise.
+    pub fn open<'a>(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        datagram: &'a mut [u8],
+    ) -> Result<Opened<'a>, Rejected> {
+        let r = self.open_inner(now, src, datagram);
+        if let Err(reason) = r {
+            self.counters.bump(reason);
+        }
+        r
+    }
+
+    fn open_inner<'a>(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        datagram: &'a mut [u8],
+    ) -> Result<Opened<'a>, Rejected> {
+        match datagram.first() {
+            None => return Err(Rejected::Truncated),
+            Some(&envelope::VERSION) => {}
+            Some(_) => return Err(Rejected::BadVersion),
+        }
+        if datagram.len() < 4 {
+            return Err(Rejected::Truncated);
+        }
+        if datagram.get(2..4) != Some(&[0, 0][..]) {
+            return Err(Rejected::Malformed);
+        }
+        let kind = datagram
+            .get(1)
+            .and_then(|&k| Kind::from_byte(k))
+            .ok_or(Rejected::Malformed)?;
+        match kind {
+            Kind::Transport => self.open_transport(now, datagram),
+            Kind::Initiation => self.on_initiation(now, src, datagram),
+            Kind::Response => self.on_response(now, datagram),
+            Kind::CookieReply => self.on_cookie(now, datagram),
+        }
+    }
+
+    fn slot_of(&self, index: u32) -> Option<u8> {
+        let is = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.local_index == index);
+        if is(&self.current) {
+            Some(0)
+        } else if is(&self.next) {
+            Some(2)
+        } else if is(&self.previous) {
+            Some(1)
+        } else {
+            None
+        }
+    }
+
+    fn slot_mut(&mut self, slot: u8) -> Option<&mut Session> {
+        match slot {
+            0 => self.current.as_mut(),
+            1 => self.previous.as_mut(),
+            _ => self.next.as_mut(),
+        }
+    }
+
+    fn open_transport<'a>(
+        &mut self,
+        now: Instant,
+        datagram: &'a mut [u8],
+    ) -> Result<Opened<'a>, Rejected> {
+        if datagram.len() < OVERHEAD {
+            return Err(Rejected::Truncated);
+        }
+        let index = envelope::read_u32(datagram, 4);
+        let counter = envelope::read_u64(datagram, 8);
+        let slot = self.slot_of(index).ok_or(Rejected::UnknownReceiverIndex)?;
+        let s = self.slot_mut(slot).ok_or(Rejected::UnknownReceiverIndex)?;
+        if now.saturating_since(s.created) >= REJECT_AFTER_TIME {
+            return Err(Rejected::Expired);
+        }
+        match s.replay.check(counter) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::TooOld => return Err(Rejected::ReplayTooOld),
+            ReplayVerdict::Duplicate | ReplayVerdict::Exhausted => return Err(Rejected::Replayed),
+        }
+        s.open(datagram).map_err(|_| Rejected::BadTag)?;
+        s.replay.mark(counter);
+        let id = s.id();
+        self.counters.opened += 1;
+        if slot == 2 {
+            self.confirm_next();
+        }
+        let len = datagram.len();
+        let d: &'a [u8] = datagram;
+        Ok(Opened::Data {
+            plaintext: d.get(HEADER_LEN..len - TAG_LEN).unwrap_or(&[]),
+            session: id,
+            counter,
+        })
+    }
+
+    /// The peer used the responder session: it has the keys, so we may send with it.
+    fn confirm_next(&mut self) {
+        let newer = match (&self.next, &self.current) {
+            (Some(n), Some(c)) => n.created >= c.created,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if newer {
+            let old = self.current.take();
+            self.current = self.next.take();
+            if old.is_some() {
+                self.previous = old;
+            }
+            // A handshake we started meanwhile is no longer needed.
+            self.pending = None;
+            self.wanted_until = None;
+        }
+    }
+
+    fn fresh_index(&mut self) -> u32 {
+        loop {
+            let i = self.rng.next_u32();
+            let used = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.local_index == i);
+            let pending = self.pending.as_ref().is_some_and(|p| p.sender_index == i);
+            if i != 0
+                && !used(&self.current)
+                && !used(&self.previous)
+                && !used(&self.next)
+                && !pending
+            {
+                return i;
+            }
+        }
+    }
+
+    fn on_initiation<'a>(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        datagram: &'a mut [u8],
+    ) -> Result<Opened<'a>, Rejected> {
+        if datagram.len() < INITIATION_LEN {
+            return Err(Rejected::Truncated);
+        }
+        if datagram.len() > INITIATION_LEN {
+            return Err(Rejected::Malformed);
+        }
+        if !self.checker.keys().check_mac1(datagram) {
+            return Err(Rejected::BadMac1);
+        }
+        let under_load = self.load.record(now);
+        if under_load && !self.checker.check_mac2(now, src, datagram, &mut self.rng) {
+            let n = self.checker.write_reply(now, src, datagram, &mut self.rng);
+            if n != COOKIE_REPLY_LEN {
+                return Err(Rejected::Malformed);
+            }
+            self.counters.cookie_replies_sent += 1;
+            let d: &'a [u8] = datagram;
+            return Ok(Opened::Reply(d.get(..n).unwrap_or(&[])));
+        }
+        if !self.limiter.allow(now, src.ip()) {
+            return Err(Rejected::RateLimited);
+        }
+        let read = handshake::read_initiation(
+            &self.config.private_key,
+            &self.config.peer_public_key,
+            self.config.preshared_key.as_ref(),
+            datagram,
+        )
+        .map_err(|e| match e {
+            HandshakeError::Failed => Rejected::HandshakeFailed,
+            HandshakeError::UnknownPeer => Rejected::UnknownPeer,
+        })?;
+        if read.timestamp <= self.last_timestamp {
+            return Err(Rejected::HandshakeTooOld);
+        }
+        if self.pending.is_some() {
+            // Both sides initiated. The lower public key's initiation wins, unless ours
+            // keep failing at the peer (e.g. it refuses our timestamps after our clock
+            // went back): after MAX_COLLISIONS in a row we yield.
+            if self.local_public < self.config.peer_public_key
+                && self.collisions_in_row < MAX_COLLISIONS
+            {
+                self.collisions_in_row += 1;
+                return Err(Rejected::HandshakeCollision);
+            }
+            self.pending = None;
+            self.wanted_until = None;
+        }
+        self.collisions_in_row = 0;
+        self.last_timestamp = read.timestamp;
+        let local_index = self.fresh_index();
+        let mut out = [0u8; RESPONSE_LEN];
+        let keys = handshake::write_response(
+            read.state,
+            &self.peer_macs,
+            read.sender_index,
+            local_index,
+            &mut out,
+        )
+        .ok_or(Rejected::HandshakeFailed)?;
+        self.next = Some(Session::new(
+            local_index,
+            read.sender_index,
+            keys,
+            self.config.replay_window_bits,
+            now,
+            false,
+        ));
+        self.counters.sessions_created += 1;
+        self.counters.responses_sent += 1;
+        let reply = datagram
+            .get_mut(..RESPONSE_LEN)
+            .ok_or(Rejected::Truncated)?;
+        reply.copy_from_slice(&out);
+        let d: &'a [u8] = reply;
+        Ok(Opened::Reply(d))
+    }
+
+    fn on_response<'a>(
+        &mut self,
+        now: Instant,
+        datagram: &'a mut [u8],
+    ) -> Result<Opened<'a>, Rejected> {
+        if datagram.len() < RESPONSE_LEN {
+            return Err(Rejected::Truncated);
+        }
+        if datagram.len() > RESPONSE_LEN {
+            return Err(Rejected::Malformed);
+        }
+        let receiver = envelope::read_u32(datagram, 4);
+        if self.pending.as_ref().map(|p| p.sender_index) != Some(receiver) {
+            return Err(Rejected::UnknownReceiverIndex);
+        }
+        if !self.checker.keys().check_mac1(datagram) {
+            return Err(Rejected::BadMac1);
+        }
+        let Some(p) = self.pending.take() else {
+            return Err(Rejected::UnknownReceiverIndex);
+        };
+        let sender_index = p.sender_index;
+        let keys = match handshake::read_response(p.state, datagram) {
+            Ok(k) => k,
+            Err(_) => {
+                // The Noise state is spent; the retry timer makes a new initiation.
+                return Err(Rejected::HandshakeFailed);
+            }
+        };
+        let remote_index = envelope::read_u32(datagram, 8);
+        let session = Session::new(
+            sender_index,
+            remote_index,
+            keys,
+            self.config.replay_window_bits,
+            now,
+            true,
+        );
+        let id = session.id();
+        let old = self.current.replace(session);
+        if old.is_some() {
+            self.previous = old;
+        }
+        self.wanted_until = None;
+        self.collisions_in_row = 0;
+        self.keepalive_due = true;
+        self.counters.handshakes_completed += 1;
+        self.counters.sessions_created += 1;
+        Ok(Opened::Established(id))
+    }
+
+    fn on_cookie<'a>(
+        &mut self,
+        now: Instant,
+        datagram: &'a mut [u8],
+    ) -> Result<Opened<'a>, Rejected> {
+        if datagram.len() < COOKIE_REPLY_LEN {
+            return Err(Rejected::Truncated);
+        }
+        if datagram.len() > COOKIE_REPLY_LEN {
+            return Err(Rejected::Malformed);
+        }
+        let receiver = envelope::read_u32(datagram, 4);
+        let Some(p) = self.pending.as_ref().filter(|p| p.sender_index == receiver) else {
+            return Err(Rejected::UnknownReceiverIndex);
+        };
+        let cookie = self
+            .peer_macs
+            .open_cookie(datagram, &p.mac1)
+            .ok_or(Rejected::BadCookie)?;
+        self.cookie = Some((cookie, now));
+        self.counters.cookies_received += 1;
+        Ok(Opened::CookieStored)
+    }
+
+    /// A datagram the tunnel wants sent now, written into `buf` (at least
+    /// [`envelope::INITIATION_LEN`] bytes). Call after every other call until it returns
+    /// `None`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.keepalive_due {
+            self.keepalive_due = false;
+            if let Ok(len) = self.seal(now, buf, 0) {
+                return Some(Transmit {
+                    len,
+                    kind: TransmitKind::Keepalive,
+                });
+            }
+        }
+        let until = self.wanted_until?;
+        if now >= until {
+            self.wanted_until = None;
+            self.pending = None;
+            self.counters.handshake_timeouts += 1;
+            return None;
+        }
+        if now < self.retry_at {
+            return None;
+        }
+        let out: &mut [u8; INITIATION_LEN] = buf.get_mut(..INITIATION_LEN)?.try_into().ok()?;
+        let sender_index = self.fresh_index();
+        let ts = handshake::tai64n(
+            self.config
+                .unix_micros_at_zero
+                .saturating_add(now.as_micros()),
+        );
+        let cookie = self
+            .cookie
+            .as_ref()
+            .filter(|(_, at)| now.saturating_since(*at) < super::cookie::COOKIE_SECRET_LIFETIME)
+            .map(|(c, _)| c);
+        let state = handshake::write_initiation(
+            &self.config.private_key,
+            &self.config.peer_public_key,
+            self.config.preshared_key.as_ref(),
+            &self.peer_macs,
+            sender_index,
+            &ts,
+            cookie,
+            out,
+        )?;
+        let mut mac1 = [0u8; MAC_LEN];
+        let cut = INITIATION_LEN - 2 * MAC_LEN;
+        mac1.copy_from_slice(out.get(cut..cut + MAC_LEN)?);
+        let jitter =
+            Duration::from_micros(self.rng.below(REKEY_TIMEOUT_JITTER.as_micros() as u64 + 1));
+        self.pending = Some(Pending {
+            state,
+            sender_index,
+            mac1,
+        });
+        self.retry_at = now + REKEY_TIMEOUT + jitter;
+        self.counters.initiations_sent += 1;
+        Some(Transmit {
+            len: INITIATION_LEN,
+            kind: TransmitKind::Initiation,
+        })
+    }
+
+    /// When [`Tunnel::handle_timeout`] next has something to do (retry or give up a
+    /// handshake, erase old keys). `None`: nothing scheduled.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut consider = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
+        if let Some(until) = self.wanted_until {
+            consider(until);
+            consider(self.retry_at);
+        }
+        if self.keepalive_due {
+            consider(Instant::ZERO);
+        }
+        for s in [&self.current, &self.previous, &self.next]
+            .into_iter()
+            .flatten()
+        {
+            consider(s.created + ERASE_KEYS_AFTER);
+        }
+        t
+    }
+
+    /// Run the timers: erase keys of sessions older than [`ERASE_KEYS_AFTER`], sweep the
+    /// rate limiter. Then call [`Tunnel::poll_transmit`] (retries and give-ups happen
+    /// there).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for slot in [&mut self.current, &mut self.previous, &mut self.next] {
+            if slot
+                .as_ref()
+                .is_some_and(|s| now.saturating_since(s.created) >= ERASE_KEYS_AFTER)
+            {
+                *slot = None;
+            }
+        }
+        self.limiter.maybe_sweep(now);
+    }
+}
