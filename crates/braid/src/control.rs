@@ -406,7 +406,7 @@ mod tests {
         assert!(e(b"status").starts_with("request is not JSON"));
         assert_eq!(
             e(br#"{"name":"x"}"#),
-            "missing \"cmd\" (one of status, enslave, emancipate, set)"
+            "missing \"cmd\" (one of status, enslave, emancipate, set, class-show, class-change)"
         );
         assert_eq!(e(br#"{"cmd":3}"#), "\"cmd\" must be a string");
         assert!(e(br#"{"cmd":"reboot"}"#).starts_with("unknown cmd: unknown variant `reboot`"));
