@@ -44,7 +44,9 @@ to_s = 5
 "#,
     )
     .expect("scenario parses");
-    let bins = share::run_braid(&sc, &common::braid(), SCRIPT).expect("braid run");
+    let bins = share::run_braid(&sc, &common::braid(), SCRIPT)
+        .expect("braid run")
+        .users;
     // From 1 s (queues settled) to the end.
     let per_s = (1.0 / udpgen::BIN.as_secs_f64()) as usize;
     let a = udpgen::mbit(&bins[0], per_s, 5 * per_s);

@@ -14,12 +14,14 @@
 //! | [`share`] | link-sharing scenarios: the seed's HTB tests, kernel HTB beside braid's |
 //! | [`udpgen`] | paced UDP senders and binning receivers for [`share`] |
 //! | [`plot`] | SVG charts of per-second rates |
+//! | [`capture`] | counting what leaves on a link (packet socket, kernel timestamps) |
 //! | [`line`] | serial line emulator: two ptys joined at a baud rate, with errors and outages |
 use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+pub mod capture;
 pub mod iperf;
 pub mod line;
 pub mod netns;

@@ -16,6 +16,7 @@ use braid_core::shape::tc::parse_script;
 use braid_core::shape::{theory, ClassId, ShapeSpec};
 use serde::{Deserialize, Serialize};
 
+use super::capture;
 use super::netns::{self, now, run_ok, spawn_in_netns, Topology};
 use super::plot::{self, Panel, Series};
 use super::run::Daemons;
@@ -141,8 +142,11 @@ pub struct ShareResult {
     pub per_second: Vec<Vec<(f64, f64)>>,
     /// Link total / link rate while every phase's demand exceeds the link (kernel, braid).
     pub link_use: (f64, f64),
-    /// Highest 100 ms window of the link total, Mbit/s (kernel, braid).
-    pub max_100ms: (f64, f64),
+    /// Highest 100 ms window of the link total as it left (the shaped veth, or the
+    /// bond's paths' inner packets): (Mbit/s, starting second), kernel and braid.
+    pub max_100ms: ((f64, f64), (f64, f64)),
+    /// The same at the receivers (after the far end's reordering), kernel and braid.
+    pub max_100ms_received: ((f64, f64), (f64, f64)),
     /// The plot file.
     pub plot: Option<PathBuf>,
     /// Targets missed (braid).
@@ -275,10 +279,27 @@ fn kernel_commands(script: &str, dev: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// Start receivers in `ns_b` on `dst` and senders in `ns_a`; per-user 10 ms bins.
-fn traffic(sc: &ShareScenario, ns_a: &str, ns_b: &str, dst: Ipv4Addr) -> Result<Vec<Vec<u64>>> {
+/// What one run measured, in 10 ms bins: per user at the receiver, and the link's
+/// total as it left namespace a.
+pub struct Bins {
+    /// Per user, IP bytes received.
+    pub users: Vec<Vec<u64>>,
+    /// IP bytes sent on the link (the shaped veth, or the bond's paths: inner packets).
+    pub link: Vec<u64>,
+}
+
+/// Start receivers in `ns_b` on `dst`, a capture of `devs` in `ns_a`, and the senders.
+fn traffic(
+    sc: &ShareScenario,
+    ns_a: &str,
+    ns_b: &str,
+    dst: Ipv4Addr,
+    devs: &[String],
+    count: capture::Counter,
+) -> Result<Bins> {
     let start = now() + Duration::from_millis(500);
     let until = sc.duration_s + 0.5;
+    let link = capture::egress(ns_a, devs, start, until, count)?;
     let mut rx = Vec::new();
     for u in &sc.users {
         let bind = SocketAddrV4::new(dst, u.port);
@@ -294,9 +315,14 @@ fn traffic(sc: &ShareScenario, ns_a: &str, ns_b: &str, dst: Ipv4Addr) -> Result<
     for t in tx {
         t.join().map_err(|_| anyhow!("sender thread panicked"))??;
     }
-    rx.into_iter()
+    let users = rx
+        .into_iter()
         .map(|r| r.join().map_err(|_| anyhow!("receiver thread panicked"))?)
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let link = link
+        .join()
+        .map_err(|_| anyhow!("capture thread panicked"))??;
+    Ok(Bins { users, link })
 }
 
 fn add_user_addresses(sc: &ShareScenario, ns: &str) -> Result<()> {
@@ -314,7 +340,7 @@ fn add_user_addresses(sc: &ShareScenario, ns: &str) -> Result<()> {
     Ok(())
 }
 
-fn run_kernel(sc: &ShareScenario, script: &str) -> Result<Vec<Vec<u64>>> {
+fn run_kernel(sc: &ShareScenario, script: &str) -> Result<Bins> {
     let topo = Topology::new(1)?;
     let link = &topo.links[0];
     add_user_addresses(sc, &topo.ns_a)?;
@@ -335,12 +361,19 @@ fn run_kernel(sc: &ShareScenario, script: &str) -> Result<Vec<Vec<u64>>> {
         run_ok(&mut c)
             .with_context(|| format!("applying the script with tc: tc {}", cmd.join(" ")))?;
     }
-    traffic(sc, &topo.ns_a, &topo.ns_b, link.addr_b)
+    traffic(
+        sc,
+        &topo.ns_a,
+        &topo.ns_b,
+        link.addr_b,
+        std::slice::from_ref(&link.dev_a),
+        capture::ipv4_bytes,
+    )
 }
 
 /// The braid run alone: two daemons over `path_mbit` paths, side a shaped by `script`;
 /// per-user 10 ms bins.
-pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Vec<Vec<u64>>> {
+pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins> {
     let topo = Topology::new(sc.path_mbit.len())?;
     for (i, r) in sc.path_mbit.iter().enumerate() {
         topo.set_rate(i, (r * 1e6) as u64)?;
@@ -388,7 +421,15 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Vec<V
             "braid0",
         ])?;
     }
-    let bins = traffic(sc, &topo.ns_a, &topo.ns_b, Ipv4Addr::new(10, 200, 0, 2))?;
+    let devs: Vec<String> = topo.links.iter().map(|l| l.dev_a.clone()).collect();
+    let bins = traffic(
+        sc,
+        &topo.ns_a,
+        &topo.ns_b,
+        Ipv4Addr::new(10, 200, 0, 2),
+        &devs,
+        capture::braid_data_bytes,
+    )?;
     for p in [&mut d.a, &mut d.b] {
         if !p.running() {
             bail!("{} exited during the run:\n{}", p.name, p.log_tail());
@@ -402,9 +443,10 @@ pub fn run(sc: &ShareScenario, braid: &Path, out_dir: &Path) -> Result<ShareResu
     let script = sc.script_text()?;
     let parsed = parse_script(&script).map_err(|e| anyhow!("{}: {e}", sc.script))?;
     let spec = parsed.spec;
-    let kernel = run_kernel(sc, &script).context("kernel HTB run")?;
+    let kernel_run = run_kernel(sc, &script).context("kernel HTB run")?;
     netns::check_interrupted()?;
-    let ours = run_braid(sc, braid, &script).context("braid run")?;
+    let braid_run = run_braid(sc, braid, &script).context("braid run")?;
+    let (kernel, ours) = (&kernel_run.users, &braid_run.users);
     let per_sec_bins = (1.0 / BIN.as_secs_f64()) as usize;
     let secs = sc.duration_s.ceil() as usize;
     let per_second: Vec<Vec<(f64, f64)>> = (0..secs)
@@ -476,8 +518,12 @@ pub fn run(sc: &ShareScenario, braid: &Path, out_dir: &Path) -> Result<ShareResu
     };
     let window = (0.1 / BIN.as_secs_f64()).round() as usize;
     let max_100ms = (
-        udpgen::max_window_mbit(&total(&kernel), window),
-        udpgen::max_window_mbit(&total(&ours), window),
+        udpgen::max_window_mbit(&kernel_run.link, window),
+        udpgen::max_window_mbit(&braid_run.link, window),
+    );
+    let max_100ms_received = (
+        udpgen::max_window_mbit(&total(kernel), window),
+        udpgen::max_window_mbit(&total(ours), window),
     );
     let mut missed = Vec::new();
     for ((from, to), rows) in &phases {
@@ -494,10 +540,10 @@ pub fn run(sc: &ShareScenario, braid: &Path, out_dir: &Path) -> Result<ShareResu
     if link_use.1 < 0.99 {
         missed.push(format!("link use {:.1} % < 99 %", link_use.1 * 100.0));
     }
-    if max_100ms.1 > link_mbit * 1.01 {
+    if max_100ms.1 .0 > link_mbit * 1.01 {
         missed.push(format!(
             "a 100 ms window at {:.2} Mbit/s > ceil + 1 %",
-            max_100ms.1
+            max_100ms.1 .0
         ));
     }
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
@@ -549,6 +595,7 @@ pub fn run(sc: &ShareScenario, braid: &Path, out_dir: &Path) -> Result<ShareResu
         per_second,
         link_use,
         max_100ms,
+        max_100ms_received,
         plot: Some(plot_path),
         missed,
     })
@@ -647,12 +694,16 @@ pub fn report(sc: &ShareScenario, r: &ShareResult) -> String {
         );
     }
     s += &format!(
-        "  link use while demand exceeds {} Mbit/s: kernel {:.1} %, braid {:.1} %; busiest 100 ms: kernel {:.2}, braid {:.2} Mbit/s\n",
+        "  link use while demand exceeds {} Mbit/s: kernel {:.1} %, braid {:.1} %\n  busiest 100 ms on the link: kernel {:.2} Mbit/s (at {:.2} s), braid {:.2} Mbit/s (at {:.2} s); at the receivers: kernel {:.2}, braid {:.2}\n",
         sc.link_mbit,
         r.link_use.0 * 100.0,
         r.link_use.1 * 100.0,
-        r.max_100ms.0,
-        r.max_100ms.1
+        r.max_100ms.0 .0,
+        r.max_100ms.0 .1,
+        r.max_100ms.1 .0,
+        r.max_100ms.1 .1,
+        r.max_100ms_received.0 .0,
+        r.max_100ms_received.1 .0
     );
     if let Some(p) = &r.plot {
         s += &format!("  plot: {}\n", p.display());

@@ -6,6 +6,7 @@
 //! inside the lab's namespaces ([`super::netns::spawn_in_netns`]) and count IP bytes
 //! (UDP payload + 28), the unit HTB shapes.
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -83,20 +84,31 @@ impl Sender {
 }
 
 /// Receive on `bind` until `until_s` after `start`; IP bytes per [`BIN`] from `start`.
+///
+/// Each datagram is binned by the time the kernel received it (`SO_TIMESTAMPNS`), not by
+/// when this thread got round to reading it: on a busy machine a reader that wakes late
+/// would otherwise bunch packets into one bin and see bursts that were never on the link.
 pub fn receive(bind: SocketAddrV4, start: Instant, until_s: f64) -> Result<Vec<u64>> {
     let sock = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let stamps = arrival_stamps(&sock);
     let bins = (until_s / BIN.as_secs_f64()).ceil() as usize + 1;
     let mut out = vec![0u64; bins];
     let mut buf = vec![0u8; 65536];
+    // Wall clock at `start`, to place kernel timestamps (CLOCK_REALTIME) on our clock.
+    let real_at_start = realtime_ns() - i128::try_from((now() - start).as_nanos()).unwrap_or(0);
     loop {
         let t = start.elapsed();
         if t.as_secs_f64() >= until_s || super::netns::interrupted() {
             break;
         }
-        match sock.recv(&mut buf) {
-            Ok(n) => {
-                let i = (start.elapsed().as_millis() / BIN.as_millis()) as usize;
+        match recv_stamped(&sock, &mut buf, stamps) {
+            Ok((n, arrived_ns)) => {
+                let since_start_ns = match arrived_ns {
+                    Some(ns) => ns - real_at_start,
+                    None => i128::try_from(start.elapsed().as_nanos()).unwrap_or(0),
+                };
+                let i = usize::try_from(since_start_ns / BIN.as_nanos() as i128).unwrap_or(0);
                 if let Some(b) = out.get_mut(i) {
                     *b += (n + IP_UDP_HEADER) as u64;
                 }
@@ -112,6 +124,74 @@ pub fn receive(bind: SocketAddrV4, start: Instant, until_s: f64) -> Result<Vec<u
     Ok(out)
 }
 
+/// Ask the kernel for receive timestamps; false if it refuses (then reads are timed here).
+fn arrival_stamps(sock: &UdpSocket) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on our own socket with a pointer to a live c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// CLOCK_REALTIME in ns.
+fn realtime_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+/// One datagram and, when `stamps`, the kernel's receive time (CLOCK_REALTIME, ns).
+fn recv_stamped(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    stamps: bool,
+) -> std::io::Result<(usize, Option<i128>)> {
+    if !stamps {
+        return sock.recv(buf).map(|n| (n, None));
+    }
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 16]; // 128 bytes, aligned for cmsghdr
+                                  // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: recvmsg on our socket with a msghdr whose buffers are live and sized.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut arrived = None;
+    // SAFETY: walking the control messages the kernel wrote into `control`, with the
+    // libc macros, which stay within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                arrived = Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((usize::try_from(n).unwrap_or(0), arrived))
+}
+
 /// Mbit/s over bins `[from, to)` of a bin series.
 pub fn mbit(bins: &[u64], from: usize, to: usize) -> f64 {
     let to = to.min(bins.len());
@@ -122,18 +202,25 @@ pub fn mbit(bins: &[u64], from: usize, to: usize) -> f64 {
     bytes as f64 * 8.0 / ((to - from) as f64 * BIN.as_secs_f64()) / 1e6
 }
 
-/// The highest rate over any window of `width` consecutive bins, Mbit/s.
-pub fn max_window_mbit(bins: &[u64], width: usize) -> f64 {
+/// The highest rate over any window of `width` consecutive bins, Mbit/s, and the
+/// second at which that window starts.
+pub fn max_window_mbit(bins: &[u64], width: usize) -> (f64, f64) {
     if width == 0 || bins.len() < width {
-        return 0.0;
+        return (0.0, 0.0);
     }
     let mut sum: u64 = bins[..width].iter().sum();
-    let mut best = sum;
+    let (mut best, mut at) = (sum, 0);
     for i in width..bins.len() {
         sum = sum + bins[i] - bins[i - width];
-        best = best.max(sum);
+        if sum > best {
+            (best, at) = (sum, i + 1 - width);
+        }
     }
-    best as f64 * 8.0 / (width as f64 * BIN.as_secs_f64()) / 1e6
+    let secs = BIN.as_secs_f64();
+    (
+        best as f64 * 8.0 / (width as f64 * secs) / 1e6,
+        at as f64 * secs,
+    )
 }
 
 #[cfg(test)]
@@ -161,9 +248,11 @@ mod tests {
         let mut bins = vec![12_500u64; 100];
         assert!((mbit(&bins, 0, 100) - 10.0).abs() < 1e-9);
         bins[50] += 1250; // +1 Mbit/s over one 100 ms window
-        assert!((max_window_mbit(&bins, 10) - 10.1).abs() < 1e-9);
+        let (rate, at) = max_window_mbit(&bins, 10);
+        assert!((rate - 10.1).abs() < 1e-9);
+        assert!((at - 0.41).abs() < 1e-9, "first window holding bin 50");
         assert_eq!(mbit(&bins, 5, 5), 0.0);
-        assert_eq!(max_window_mbit(&bins[..5], 10), 0.0);
+        assert_eq!(max_window_mbit(&bins[..5], 10), (0.0, 0.0));
     }
 
     #[test]

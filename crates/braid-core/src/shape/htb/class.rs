@@ -247,21 +247,32 @@ impl Class {
 }
 
 /// The link's own bucket (braid's addition above all top-level classes): rate = ceil =
-/// link rate, burst sized to time. It never lends; when it is empty nothing is sent.
+/// link rate. It never lends; nothing is sent unless it holds a full MTU's worth of
+/// tokens (`gate_ns`), so, unlike an HTB class (which may send on any non-negative
+/// balance and go one packet into debt), it never overshoots: over any window T the link
+/// carries at most rate × T + its buffer, max(1.5 ms at rate, one MTU).
 #[derive(Clone, Debug)]
 pub(super) struct LinkBucket {
     pub bps: u64,
     pub buffer_ns: i64,
+    /// Tokens needed before anything may go: one MTU at the link rate.
+    pub gate_ns: i64,
     pub tokens: i64,
     pub t_c: i64,
 }
 
 impl LinkBucket {
     pub(super) fn new(bps: u64, mtu: usize, t: i64) -> Self {
-        let buffer_ns = l2t_ns(bps, u64::from(default_burst(bps, mtu)));
+        let gate_ns = l2t_ns(bps, mtu as u64);
+        let by_time = l2t_ns(
+            bps,
+            u64::try_from(u128::from(bps) * 3 / 16_000).unwrap_or(u64::MAX),
+        );
+        let buffer_ns = by_time.max(gate_ns);
         Self {
             bps,
             buffer_ns,
+            gate_ns,
             tokens: buffer_ns,
             t_c: t,
         }
@@ -273,7 +284,8 @@ impl LinkBucket {
 
     /// True when the link may send at `t` (always, at unknown rate 0).
     pub(super) fn open(&self, t: i64) -> bool {
-        self.bps == 0 || self.tokens.saturating_add(self.diff(t)) >= 0
+        self.bps == 0
+            || self.tokens.saturating_add(self.diff(t)).min(self.buffer_ns) >= self.gate_ns
     }
 
     /// When it opens, ns (`t` when open).
@@ -281,7 +293,8 @@ impl LinkBucket {
         if self.open(t) {
             t
         } else {
-            self.t_c.saturating_sub(self.tokens)
+            self.t_c
+                .saturating_add(self.gate_ns.saturating_sub(self.tokens))
         }
     }
 

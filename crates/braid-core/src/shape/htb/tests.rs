@@ -510,6 +510,7 @@ fn negative_balances_are_remembered_up_to_a_minute() {
 #[test]
 fn borrowing_counts_borrows_at_the_leaf_and_lends_at_the_lender() {
     let mut spec = seed_spec();
+    spec.link_bps = None; // the classes alone decide here
     spec.classes[1].burst = Some(1500);
     spec.classes[1].cburst = Some(10_000);
     let mut s = build(&spec);
@@ -924,4 +925,32 @@ proptest! {
             prop_assert!((got - want).abs() <= want * 0.02, "class {}: {got} vs {want}", c.id);
         }
     }
+}
+
+#[test]
+fn the_link_bucket_never_overshoots() {
+    // At 10 Mbit/s the link's buffer is 1.5 ms (1875 bytes): from full, one 1400-byte
+    // packet goes at once and the next only when a whole MTU of tokens is back, so no
+    // window carries more than rate x T + 1875 bytes (an HTB class could go one packet
+    // further into debt).
+    let mut spec = seed_spec();
+    spec.classes[1].cburst = Some(100_000);
+    spec.classes[0].cburst = Some(100_000);
+    let mut s = build(&spec);
+    let mut buf = [0u8; 1500];
+    for _ in 0..10 {
+        s.enqueue_to(Instant::ZERO, id(0x10), &[0u8; 1400]);
+    }
+    assert!(s.dequeue(Instant::ZERO, &mut buf).is_some());
+    assert_eq!(
+        s.dequeue(Instant::ZERO, &mut buf),
+        None,
+        "the second waits for tokens"
+    );
+    // 1875 - 1400 = 475 bytes left; the gate is one MTU (1500 here): 1025 more bytes
+    // take 820 us at 10 Mbit/s.
+    assert_eq!(MTU, 1500);
+    assert_eq!(s.poll_timeout(), Some(us(820)));
+    assert_eq!(s.dequeue(us(819), &mut buf), None);
+    assert!(s.dequeue(us(820), &mut buf).is_some());
 }
