@@ -608,3 +608,118 @@ fn endpoint_helpers() {
         "local: \"x\" is not an ADDR:PORT (IPv6 as [ADDR]:PORT)"
     );
 }
+
+const SHAPED: &str = r#"
+[bond]
+address = "10.200.0.1/30"
+[shape]
+rate = "10mbit"
+default = "1:20"
+[[shape.class]]
+id = "1:1"
+rate = "10mbit"
+[[shape.class]]
+id = "1:10"
+parent = "1:1"
+name = "voice"
+rate = "1mbit"
+ceil = "10mbit"
+burst = "15k"
+prio = 0
+[[shape.class]]
+id = "1:20"
+parent = "1:"
+rate = "9mbit"
+[[shape.filter]]
+protocol = "udp"
+dport = "5060-5061"
+dscp = 46
+class = "1:10"
+"#;
+
+#[test]
+fn shape_native_form() {
+    let c = Config::parse(SHAPED, "s.toml").unwrap();
+    let s = c.shape.expect("[shape]").spec;
+    assert_eq!(s.link_bps, Some(10_000_000));
+    assert_eq!(
+        s.default_class.map(|c| c.to_string()).as_deref(),
+        Some("1:20")
+    );
+    assert_eq!(s.classes.len(), 3);
+    assert_eq!(s.classes[1].burst, Some(15 * 1024));
+    assert_eq!(s.classes[1].name.as_deref(), Some("voice"));
+    assert_eq!(
+        s.classes[2].parent, None,
+        "\"1:\" is the qdisc: a top-level class"
+    );
+    let f = &s.filters[0];
+    assert_eq!(f.protocol, Some(17));
+    assert_eq!(f.dport.map(|p| (p.lo, p.hi)), Some((5060, 5061)));
+    assert_eq!(f.tos, Some((46 << 2, 0xfc)));
+    assert!(Config::parse("[bond]\naddress = \"10.200.0.1/30\"\n", "x")
+        .unwrap()
+        .shape
+        .is_none());
+}
+
+#[test]
+fn shape_errors_name_key_and_line() {
+    let cases = [
+        (
+            SHAPED.replace("rate = \"10mbit\"\ndefault", "rate = \"fast\"\ndefault"),
+            "5:8: shape.rate: \"fast\" is not a rate",
+        ),
+        (
+            SHAPED.replace("default = \"1:20\"\n", ""),
+            "shape.default: missing",
+        ),
+        (
+            SHAPED.replace("default = \"1:20\"", "default = \"1:1\""),
+            "shape: ",
+        ),
+        (
+            SHAPED.replace("prio = 0", "prio = 9"),
+            "prio: must be 0 (first) to 7",
+        ),
+        (
+            SHAPED.replace("dscp = 46", "dscp = 46\ntos = \"0x10\""),
+            "give tos or dscp, not both",
+        ),
+        (
+            SHAPED.replace("dport = \"5060-5061\"", "dport = \"5061-5060\""),
+            "shape.filter.dport",
+        ),
+        (
+            SHAPED.replace("[shape]\n", "[shape]\nscript = \"x.tc\"\n"),
+            "shape.script: give either a tc script",
+        ),
+        (
+            SHAPED.replace("parent = \"1:1\"", "parent = \"1:7\""),
+            "shape: ",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = Config::parse(&text, "s.toml").unwrap_err().to_string();
+        assert!(e.contains(want), "want {want:?} in: {e}");
+    }
+}
+
+#[test]
+fn shape_script_relative_to_the_config_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let c = Config::load(&dir.join("household.toml")).unwrap();
+    let shape = c.shape.unwrap();
+    assert_eq!(shape.spec.classes.len(), 5);
+    assert_eq!(shape.spec.default_class.map(|c| c.0), Some(0x10013));
+    assert!(
+        shape.notes.iter().any(|n| n.contains("default 1:13")),
+        "{:?}",
+        shape.notes
+    );
+    let missing = "[bond]\naddress = \"10.200.0.1/30\"\n[shape]\nscript = \"nope.tc\"\n";
+    let e = Config::parse(missing, "/etc/braid.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("shape.script: cannot read /etc/nope.tc"), "{e}");
+}
