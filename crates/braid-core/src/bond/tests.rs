@@ -439,3 +439,126 @@ fn a_lost_packet_is_given_up_once_every_path_has_passed_it() {
     // Measured: 3.0 ms with the rule, 25.5 ms without it.
     assert!(mean_ms < 10.0, "{mean_ms} ms {r:?}");
 }
+
+/// A two-class shaper: 1:10 (rate 6 Mbit/s, prio 0) for source port 40000, the default
+/// 1:20 (rate 12 Mbit/s, prio 1) for the rest, both under a 1:1 that may use anything.
+fn two_class_shaper(now: Instant, link_bps: Option<u64>) -> crate::shape::Shaper {
+    use crate::shape::{ClassId, ClassSpec, FilterSpec, PortRange, ShapeSpec};
+    let top = ClassId::new(1, 1);
+    let class = |minor, rate, prio| {
+        let mut c = ClassSpec::new(ClassId::new(1, minor), Some(top), rate);
+        c.ceil_bps = Some(1000 * MBIT);
+        c.prio = prio;
+        c
+    };
+    let spec = ShapeSpec {
+        link_bps,
+        default_class: Some(ClassId::new(1, 0x20)),
+        classes: vec![
+            ClassSpec::new(top, None, 1000 * MBIT),
+            class(0x10, 6 * MBIT, 0),
+            class(0x20, 12 * MBIT, 1),
+        ],
+        filters: vec![FilterSpec {
+            sport: Some(PortRange {
+                lo: 40000,
+                hi: 40000,
+            }),
+            class: ClassId::new(1, 0x10),
+            ..FilterSpec::default()
+        }],
+        ..ShapeSpec::default()
+    };
+    crate::shape::Shaper::new(&spec, 0, 1400, now)
+        .expect("valid spec")
+        .0
+}
+
+/// Runs `pair` with 80 Mbit/s in two flows from 1 s; returns each class's rate out of
+/// the shaper (1:10, 1:20) and the rate delivered at B, Mbit/s, between `from_ms` and
+/// `to_ms`.
+fn shaped_rates(pair: &mut Pair, from_ms: u64, to_ms: u64) -> (f64, f64, f64) {
+    let mut src = Source::new(80, 1000, to_ms + 500);
+    src.flows = 2;
+    let sent = |pair: &Pair| -> Vec<u64> {
+        let stats = pair
+            .a
+            .shaper()
+            .map(|s| s.stats(pair.now))
+            .unwrap_or_default();
+        stats.iter().skip(1).map(|c| c.sent_bytes).collect()
+    };
+    let delivered = |pair: &Pair| -> u64 { pair.delivered_b.iter().map(|p| p.len() as u64).sum() };
+    pair.run_until(Instant::from_millis(from_ms), |p| src.feed(p));
+    let (s0, d0) = (sent(pair), delivered(pair));
+    pair.run_until(Instant::from_millis(to_ms), |p| src.feed(p));
+    let (s1, d1) = (sent(pair), delivered(pair));
+    let mbit = |b: u64| b as f64 * 8.0 / ((to_ms - from_ms) as f64 / 1000.0) / 1e6;
+    (mbit(s1[0] - s0[0]), mbit(s1[1] - s0[1]), mbit(d1 - d0))
+}
+
+#[test]
+fn shaper_on_the_bond_shares_the_measured_capacity_by_htb_rules() {
+    // 10 + 20 Mbit/s of paths, `rate = auto`, 80 Mbit/s offered in two flows: the
+    // classes first get their rates (6, 12), the prio-0 class all the spare; the backlog
+    // waits in the shaper (drops there), not in the paths' queues; what the shaper lets
+    // go arrives.
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(10, 5, 1));
+    pair.add_path(path("p1"), link(20, 5, 2));
+    let now = pair.now;
+    pair.a
+        .set_shaper(now, Some(two_class_shaper(now, None)), true);
+    let (hi, lo, delivered) = shaped_rates(&mut pair, 5000, 13_000);
+    eprintln!("auto: 1:10 {hi:.2}, 1:20 {lo:.2}, delivered {delivered:.2} Mbit/s");
+    let st = pair.a.status();
+    assert!(
+        (lo - 12.0).abs() < 0.6,
+        "default class got {lo:.2} Mbit/s, rate 12"
+    );
+    assert!(hi > lo, "prio 0 takes the spare: {hi:.2} vs {lo:.2} Mbit/s");
+    assert!(
+        hi + lo >= 0.85 * 30.0,
+        "the bond is used: {:.2} Mbit/s",
+        hi + lo
+    );
+    assert!(
+        (delivered - (hi + lo)).abs() < 0.03 * (hi + lo),
+        "delivered {delivered:.2} of {:.2} Mbit/s released",
+        hi + lo
+    );
+    assert!(
+        st.counters.drop_shaper > 0,
+        "the excess is dropped in the shaper"
+    );
+    assert!(
+        st.counters.drop_queue * 100 <= st.counters.drop_shaper,
+        "not in the paths' queues: {} queue vs {} shaper drops",
+        st.counters.drop_queue,
+        st.counters.drop_shaper
+    );
+}
+
+#[test]
+fn shaper_with_a_fixed_link_rate_holds_it() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(10, 5, 1));
+    pair.add_path(path("p1"), link(20, 5, 2));
+    let now = pair.now;
+    pair.a
+        .set_shaper(now, Some(two_class_shaper(now, Some(20 * MBIT))), false);
+    let (hi, lo, delivered) = shaped_rates(&mut pair, 3000, 9000);
+    // 6 + 12 guaranteed, the 2 Mbit/s spare to prio 0: 8 and 12.
+    assert!(
+        (hi - 8.0).abs() < 0.2,
+        "prio 0 class: {hi:.2} Mbit/s, want 8"
+    );
+    assert!(
+        (lo - 12.0).abs() < 0.2,
+        "default class: {lo:.2} Mbit/s, want 12"
+    );
+    assert!(
+        (delivered - 20.0).abs() < 0.5,
+        "delivered {delivered:.2} Mbit/s"
+    );
+}
