@@ -187,9 +187,13 @@ pub fn render(resp: &Value) -> String {
         } else {
             "-".into()
         };
+        let us = |k: &str| {
+            let ns = c.get(k).and_then(Value::as_i64).unwrap_or(0);
+            format!("{:.0}us", ns as f64 / 1000.0)
+        };
         let _ = writeln!(
             out,
-            "{:<16} {:>9} {:>9} {:>4} {:>10} {:>9} {:>7} {:>9} {:>8} {:>8} {:>7} {:>10}",
+            "{:<16} {:>9} {:>9} {:>4} {:>10} {:>9} {:>7} {:>9} {:>8} {:>8} {:>7} {:>10} {:>9} {:>9}",
             label,
             format_rate(u(c, "rate_bps")),
             format_rate(u(c, "ceil_bps")),
@@ -201,7 +205,9 @@ pub fn render(resp: &Value) -> String {
             u(c, "lends"),
             u(c, "borrows"),
             u(c, "dropped"),
-            backlog
+            backlog,
+            us("tokens_ns"),
+            us("ctokens_ns")
         );
     }
     out
@@ -230,7 +236,8 @@ mod tests {
         let resp = json!({"ok": true, "classes": [
             {"id": "1:1", "parent": null, "leaf": false, "rate_bps": 10_000_000u64, "ceil_bps": 10_000_000u64, "mode": "can-send"},
             {"id": "1:10", "parent": "1:1", "name": "alex", "leaf": true, "rate_bps": 1_900_000u64, "ceil_bps": 10_000_000u64,
-             "prio": 1, "mode": "may-borrow", "backlog_packets": 3, "backlog_bytes": 4200, "borrows": 7}
+             "prio": 1, "mode": "may-borrow", "backlog_packets": 3, "backlog_bytes": 4200, "borrows": 7,
+             "tokens_ns": -1_500_000i64, "ctokens_ns": 800_000}
         ]});
         let t = render(&resp);
         let lines: Vec<&str> = t.lines().collect();
