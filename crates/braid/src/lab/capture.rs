@@ -5,7 +5,7 @@
 //! reordered (and so bunched) what arrived.
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Result};
 
@@ -119,7 +119,8 @@ fn open_packet_socket() -> Result<OwnedFd> {
     Ok(fd)
 }
 
-fn realtime_ns() -> i128 {
+/// CLOCK_REALTIME in ns (the clock of `SO_TIMESTAMPNS`).
+pub(super) fn realtime_ns() -> i128 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -151,20 +152,9 @@ fn recv(fd: &OwnedFd, buf: &mut [u8]) -> Option<(usize, i32, bool, i128)> {
     if n < 0 {
         return None;
     }
-    let mut at = None;
-    // SAFETY: walking the control messages the kernel wrote, with libc's macros.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                at = Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
+    let at = timestamp_ns(&msg);
     let len = usize::try_from(n).ok()?.min(buf.len());
-    let outgoing = addr.sll_pkttype == libc::PACKET_OUTGOING as u8;
+    let outgoing = addr.sll_pkttype == libc::PACKET_OUTGOING;
     Some((
         len,
         addr.sll_ifindex,
@@ -173,8 +163,23 @@ fn recv(fd: &OwnedFd, buf: &mut [u8]) -> Option<(usize, i32, bool, i128)> {
     ))
 }
 
-/// How long to keep capturing after the senders stop (queues drain).
-pub const TAIL: Duration = Duration::from_millis(500);
+/// The `SCM_TIMESTAMPNS` a `recvmsg` returned in `msg`'s control buffer, ns realtime.
+pub(super) fn timestamp_ns(msg: &libc::msghdr) -> Option<i128> {
+    let mut at = None;
+    // SAFETY: walking the control messages the kernel wrote into `msg`'s control buffer,
+    // with libc's macros, which stay within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                at = Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    at
+}
 
 #[cfg(test)]
 mod tests {

@@ -325,17 +325,15 @@ fn traffic(
     Ok(Bins { users, link })
 }
 
-fn add_user_addresses(sc: &ShareScenario, ns: &str) -> Result<()> {
+/// The users' addresses on `lo` in namespace a, and routes back to them in namespace b
+/// (`via` is the rest of the route: `["via", ADDR]` or `["dev", "braid0"]`).
+fn add_users(sc: &ShareScenario, ns_a: &str, ns_b: &str, via: &[&str]) -> Result<()> {
     for u in &sc.users {
-        netns::ip(&[
-            "-n",
-            ns,
-            "addr",
-            "add",
-            &format!("{}/32", u.src),
-            "dev",
-            "lo",
-        ])?;
+        let host = format!("{}/32", u.src);
+        netns::ip(&["-n", ns_a, "addr", "add", &host, "dev", "lo"])?;
+        let mut route = vec!["-n", ns_b, "route", "replace", &host];
+        route.extend_from_slice(via);
+        netns::ip(&route)?;
     }
     Ok(())
 }
@@ -343,18 +341,12 @@ fn add_user_addresses(sc: &ShareScenario, ns: &str) -> Result<()> {
 fn run_kernel(sc: &ShareScenario, script: &str) -> Result<Bins> {
     let topo = Topology::new(1)?;
     let link = &topo.links[0];
-    add_user_addresses(sc, &topo.ns_a)?;
-    for u in &sc.users {
-        netns::ip(&[
-            "-n",
-            &topo.ns_b,
-            "route",
-            "replace",
-            &format!("{}/32", u.src),
-            "via",
-            &link.addr_a.to_string(),
-        ])?;
-    }
+    add_users(
+        sc,
+        &topo.ns_a,
+        &topo.ns_b,
+        &["via", &link.addr_a.to_string()],
+    )?;
     for cmd in kernel_commands(script, &link.dev_a) {
         let mut c = Command::new("tc");
         c.args(["-n", &topo.ns_a]).args(&cmd);
@@ -409,18 +401,7 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins>
     let names: Vec<String> = topo.links.iter().map(|l| format!("p{}", l.index)).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     d.wait_paths_up(&names, super::run::UP_TIMEOUT)?;
-    add_user_addresses(sc, &topo.ns_a)?;
-    for u in &sc.users {
-        netns::ip(&[
-            "-n",
-            &topo.ns_b,
-            "route",
-            "replace",
-            &format!("{}/32", u.src),
-            "dev",
-            "braid0",
-        ])?;
-    }
+    add_users(sc, &topo.ns_a, &topo.ns_b, &["dev", "braid0"])?;
     let devs: Vec<String> = topo.links.iter().map(|l| l.dev_a.clone()).collect();
     let bins = traffic(
         sc,

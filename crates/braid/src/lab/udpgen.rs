@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::capture::{realtime_ns, timestamp_ns};
 use super::netns::now;
 
 /// Bytes of IPv4 + UDP header on each datagram.
@@ -140,17 +141,6 @@ fn arrival_stamps(sock: &UdpSocket) -> bool {
     rc == 0
 }
 
-/// CLOCK_REALTIME in ns.
-fn realtime_ns() -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
-}
-
 /// One datagram and, when `stamps`, the kernel's receive time (CLOCK_REALTIME, ns).
 fn recv_stamped(
     sock: &UdpSocket,
@@ -176,20 +166,7 @@ fn recv_stamped(
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let mut arrived = None;
-    // SAFETY: walking the control messages the kernel wrote into `control`, with the
-    // libc macros, which stay within msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                arrived = Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok((usize::try_from(n).unwrap_or(0), arrived))
+    Ok((usize::try_from(n).unwrap_or(0), timestamp_ns(&msg)))
 }
 
 /// Mbit/s over bins `[from, to)` of a bin series.
