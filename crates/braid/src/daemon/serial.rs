@@ -411,3 +411,272 @@ impl SerialPath {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use braid_core::serial::cslip::ip_checksum;
+    use braid_core::wire::{self, Header, Message};
+
+    use super::*;
+    use crate::sys::tty::open_pty;
+
+    /// An IPv4/TCP packet with ACK set, `data` bytes of payload, seq `seq`.
+    fn tcp(seq: u32, data: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + data];
+        let len = u16::try_from(p.len()).unwrap();
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&len.to_be_bytes());
+        p[4..6].copy_from_slice(&(seq as u16).to_be_bytes()); // id
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 200, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 200, 0, 2]);
+        let c = ip_checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p[20..22].copy_from_slice(&5000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5201u16.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p[28..32].copy_from_slice(&7u32.to_be_bytes());
+        p[32] = 0x50;
+        p[33] = 0x10;
+        p[34..36].copy_from_slice(&1000u16.to_be_bytes());
+        for (i, b) in p[40..].iter_mut().enumerate() {
+            *b = (i * 7 + seq as usize) as u8; // includes 0xC0 and 0xDB now and then
+        }
+        p
+    }
+
+    fn data(seq: u64, ip: &[u8]) -> Vec<u8> {
+        let mut d = vec![0u8; DATA_HEADER_LEN + ip.len()];
+        let h = Header {
+            path: 3,
+            timestamp: 77,
+        };
+        wire::emit_data_header_as(&h, MessageType::Data, seq, seq as u32, &mut d).unwrap();
+        d[DATA_HEADER_LEN..].copy_from_slice(ip);
+        d
+    }
+
+    fn probe() -> Vec<u8> {
+        let mut d = vec![0u8; 64];
+        let h = Header {
+            path: 1,
+            timestamp: 5,
+        };
+        let n = wire::emit(&h, &Message::Probe { probe_seq: 9 }, &mut d).unwrap();
+        d.truncate(n);
+        d
+    }
+
+    fn round_trip(framing: Framing, datagrams: &[Vec<u8>]) -> (Vec<Vec<u8>>, usize) {
+        let mut tx = FrameCodec::new(framing, 1420);
+        let mut rx = FrameCodec::new(framing, 1420);
+        let mut line = Vec::new();
+        for d in datagrams {
+            tx.encode(d, &mut line);
+        }
+        let mut got = Vec::new();
+        let mut c = SerialCounters::default();
+        // Any chunking works.
+        for chunk in line.chunks(7) {
+            rx.decode(chunk, &mut c, &mut |d| got.push(d.to_vec()));
+        }
+        assert_eq!(c.rx_frames as usize, got.len());
+        (got, line.len())
+    }
+
+    #[test]
+    fn data_and_control_frames_round_trip_in_every_framing() {
+        let mut ds = Vec::new();
+        for k in 0..20u32 {
+            ds.push(data(u64::from(k), &tcp(1000 + k * 500, 500)));
+            if k % 5 == 0 {
+                ds.push(probe());
+            }
+        }
+        ds.push(data(99, &[0x60, 1, 2, 3, 4])); // not IPv4: passes CSLIP as IP
+        for framing in [Framing::Slip, Framing::Slip6, Framing::Cslip] {
+            let (got, line) = round_trip(framing, &ds);
+            assert_eq!(got, ds, "{framing}");
+            let raw: usize = ds.iter().map(Vec::len).sum();
+            match framing {
+                // 38 of 40 header bytes are compressed away for 19 of the 20 segments.
+                Framing::Cslip => assert!(line < raw - 19 * 25, "{line} {raw}"),
+                Framing::Slip => assert!(line > raw, "{line} {raw}"),
+                Framing::Slip6 => assert!(line >= raw * 4 / 3, "{line} {raw}"),
+            }
+        }
+    }
+
+    #[test]
+    fn control_frames_are_never_compressed() {
+        let p = probe();
+        assert!(!is_compressible(&p));
+        assert!(is_compressible(&data(1, &tcp(1, 10))));
+        assert!(!is_compressible(&data(1, &[])), "header only");
+        let mut sealed = data(1, &tcp(1, 10));
+        sealed[0] = wire::SEALED_VERSION;
+        assert!(!is_compressible(&sealed));
+        // On a CSLIP line a probe is a plain SLIP frame of the datagram.
+        let mut codec = FrameCodec::new(Framing::Cslip, 1420);
+        let mut line = Vec::new();
+        codec.encode(&p, &mut line);
+        let mut plain = Vec::new();
+        slip::encode(&p, &mut plain);
+        assert_eq!(line, plain);
+    }
+
+    #[test]
+    fn noise_never_panics_and_the_line_resynchronises() {
+        let mut rx = FrameCodec::new(Framing::Cslip, 1420);
+        let mut c = SerialCounters::default();
+        let mut x: u32 = 12345;
+        let mut noise = vec![0u8; 5000];
+        for b in &mut noise {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            *b = (x >> 16) as u8;
+        }
+        rx.decode(&noise, &mut c, &mut |_| {});
+        // After the noise, a fresh sender's frames come through (the first is an
+        // UNCOMPRESSED_TCP, which ends the decompressor's tossing).
+        let mut tx = FrameCodec::new(Framing::Cslip, 1420);
+        let ds: Vec<Vec<u8>> = (0..5u32)
+            .map(|k| data(u64::from(k), &tcp(k * 100, 100)))
+            .collect();
+        let mut line = Vec::new();
+        for d in &ds {
+            tx.encode(d, &mut line);
+        }
+        let mut got = Vec::new();
+        rx.decode(&line, &mut c, &mut |d| got.push(d.to_vec()));
+        // The noise's tail and the first END make one garbage frame (SLIP has no
+        // checksum; the bond drops it); then every datagram.
+        assert!(got.len() <= ds.len() + 1, "{}", got.len());
+        assert!(got.ends_with(&ds));
+    }
+
+    fn settings(device: &std::path::Path, baud: u32) -> SerialSettings {
+        SerialSettings {
+            device: device.to_owned(),
+            baud,
+            framing: Framing::Slip,
+            mtu: 1420,
+            auto_bps: true,
+        }
+    }
+
+    fn at_ms(ms: u64) -> Instant {
+        Instant::from_micros(ms * 1000)
+    }
+
+    /// Everything the pty passes on (a pty hands bytes over through a work queue: wait
+    /// until it has been quiet for 50 ms).
+    fn drain(master: &mut std::fs::File) -> usize {
+        let mut buf = [0u8; 65536];
+        let mut n = 0;
+        loop {
+            let mut fds = [crate::sys::poll::readable(master.as_raw_fd())];
+            match crate::sys::poll::wait(&mut fds, Some(Duration::from_millis(50))) {
+                Ok(r) if r > 0 => {}
+                _ => return n,
+            }
+            match master.read(&mut buf) {
+                Ok(k) if k > 0 => n += k,
+                _ => return n,
+            }
+        }
+    }
+
+    /// Flush every ms from `from` to `to` (inclusive).
+    fn step(p: &mut SerialPath, from: u64, to: u64) {
+        for ms in from..=to {
+            p.flush(at_ms(ms)).unwrap();
+        }
+    }
+
+    #[test]
+    fn writer_keeps_to_the_line_clock() {
+        let (mut master, slave) = open_pty(9600).unwrap();
+        let mut p = SerialPath::new(settings(slave.path(), 9600), 7000);
+        p.open().unwrap();
+        assert!(p.is_open());
+        // 960 bytes/s: 10 ms is 9.6 bytes.
+        assert!(p.send(&vec![0x11; 1000]));
+        p.flush(at_ms(1000)).unwrap();
+        assert_eq!(drain(&mut master), 9, "AHEAD = 10 ms at 960 B/s");
+        // Nothing more until the line has sent some.
+        p.flush(at_ms(1000)).unwrap();
+        assert_eq!(drain(&mut master), 0);
+        let next = p.next_write().unwrap();
+        assert!(next > at_ms(1000) && next <= at_ms(1006), "{next:?}");
+        // A late flush still writes only AHEAD: the line sent nothing meanwhile.
+        p.flush(at_ms(1200)).unwrap();
+        assert_eq!(drain(&mut master), 9);
+        // Flushing every ms for 300 ms: 288 more bytes.
+        step(&mut p, 1201, 1500);
+        let n = drain(&mut master);
+        assert!((287..=289).contains(&n), "{n}");
+        step(&mut p, 1501, 3000);
+        assert_eq!(drain(&mut master), 1002 - 18 - n, "the rest, END bytes included");
+        assert_eq!(p.counters.tx_line_bytes, 1002);
+        assert_eq!(p.next_write(), None);
+        // Idle: the next frame starts from now, not from the past.
+        assert!(p.send(&[1, 2, 3]));
+        p.flush(at_ms(10_000)).unwrap();
+        assert_eq!(drain(&mut master), 5);
+        // The buffer holds two full frames (more than 0.5 s at this rate).
+        assert!(p.send(&vec![0x11; 1400]));
+        assert!(p.send(&vec![0x11; 1400]));
+        assert!(!p.send(&vec![0x11; 1400]));
+        assert_eq!(p.counters.tx_overflow, 1);
+    }
+
+    #[test]
+    fn rate_follows_the_measured_line_bytes_and_the_backlog() {
+        let (mut master, slave) = open_pty(115200).unwrap();
+        let cfg = settings(slave.path(), 115200);
+        let initial = crate::config::serial_bps(115200, Framing::Cslip, 1420);
+        let mut p = SerialPath::new(SerialSettings { framing: Framing::Cslip, ..cfg }, initial);
+        p.open().unwrap();
+        assert!(p.rate_update(at_ms(0)).is_some_and(|b| b.abs_diff(initial) < 100));
+        // Compressed TCP: fewer line bytes than datagram bytes, so the rate goes up.
+        for round in 1..=20u64 {
+            for k in 0..4u32 {
+                let seq = (round as u32) * 4 + k;
+                assert!(
+                    p.send(&data(u64::from(seq), &tcp(seq * 1000, 1000))),
+                    "{round} {k} {:?} {}",
+                    p.counters,
+                    p.pending()
+                );
+            }
+            // Let the line take it all (no backlog).
+            step(&mut p, round * 1000, round * 1000 + 900);
+            drain(&mut master);
+            let _ = p.rate_update(at_ms(round * 1000 + 950));
+        }
+        let bps = p.rate_update(at_ms(30_000)).unwrap();
+        assert!(bps > 92_160, "{bps} above 80% of 115200: headers compressed");
+        // A backlog lowers it.
+        for k in 0..4u32 {
+            assert!(p.send(&data(u64::from(k), &tcp(k * 1000, 1000))));
+        }
+        let slow = p.rate_update(at_ms(31_000)).unwrap();
+        assert!(slow < bps * 9 / 10, "{slow} {bps}");
+        // A fixed bps is left alone.
+        let mut fixed = SerialPath::new(SerialSettings { auto_bps: false, ..settings(slave.path(), 115200) }, 5000);
+        assert_eq!(fixed.rate_update(at_ms(0)), None);
+    }
+
+    #[test]
+    fn a_vanished_device_is_an_error_that_names_it() {
+        let mut p = SerialPath::new(settings(std::path::Path::new("/dev/braid-no-tty"), 9600), 7000);
+        let e = p.open().unwrap_err();
+        assert!(e.to_string().contains("/dev/braid-no-tty"), "{e}");
+        assert!(!p.is_open());
+        assert!(!p.send(&[1, 2, 3]));
+        assert_eq!(p.counters.tx_closed, 1);
+    }
+}
