@@ -132,6 +132,10 @@ pub struct Table {
     pub rows: Vec<Row>,
     /// The bond's scheduler.
     pub scheduler: &'static str,
+    /// TCP timestamps in the namespaces. Off by default: the seeds' TCP (1995) had none,
+    /// and RFC 1144 compresses no TCP option, so with Linux's default timestamps every
+    /// segment would cross a CSLIP line uncompressed.
+    pub tcp_timestamps: bool,
 }
 
 /// The names `braid lab` knows, with a description.
@@ -155,6 +159,10 @@ pub const TABLES: &[(&str, &str)] = &[
     (
         "cslip-115200",
         "one CSLIP line at 115200 bd, bond MTU 1400: the 76%-of-baud target",
+    ),
+    (
+        "cslip-115200-ts",
+        "as cslip-115200 with Linux's TCP timestamps on (CSLIP cannot compress them)",
     ),
 ];
 
@@ -211,7 +219,7 @@ pub fn load(name: &str) -> Option<Table> {
             }
             (Kind::Slip, rows)
         }
-        "cslip-115200" => (
+        "cslip-115200" | "cslip-115200-ts" => (
             Kind::Slip,
             vec![Row {
                 lines: 1,
@@ -228,6 +236,7 @@ pub fn load(name: &str) -> Option<Table> {
         kind,
         rows,
         scheduler: "eql",
+        tcp_timestamps: name.ends_with("-ts"),
     })
 }
 
@@ -272,7 +281,7 @@ impl RowResult {
 pub fn bond_keys(baud: u32, mtu: u32) -> String {
     let packet_ms = u64::from(mtu + 22) * 10 * 1000 / u64::from(baud.max(1));
     let probe = (36_000_000 / u64::from(baud.max(1))).clamp(100, 10_000);
-    let queue = (4 * packet_ms).clamp(100, 10_000);
+    let queue = (6 * packet_ms).clamp(100, 10_000);
     let reorder = (3 * packet_ms).clamp(200, 10_000);
     format!("probe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n")
 }
@@ -299,6 +308,14 @@ fn row_scenario(t: &Table, r: &Row) -> Result<Scenario> {
 pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let sc = row_scenario(t, r)?;
     let topo = Topology::new(1)?;
+    if !t.tcp_timestamps {
+        for ns in [&topo.ns_a, &topo.ns_b] {
+            netns::run_ok(
+                netns::ns_command(ns, "sysctl")
+                    .args(["-q", "-w", "net.ipv4.tcp_timestamps=0"]),
+            )?;
+        }
+    }
     let lines = SerialLines::start(&sc)?;
     let devices = lines.devices();
     let cfg_a = sc.daemon_config_with(true, &topo.links, None, &devices)?;
@@ -468,7 +485,7 @@ mod tests {
     fn bond_keys_scale_with_the_line() {
         assert_eq!(
             bond_keys(115_200, 1400),
-            "probe_interval_ms = 312\nqueue_max_delay_ms = 492\nreorder_max_ms = 369\n"
+            "probe_interval_ms = 312\nqueue_max_delay_ms = 738\nreorder_max_ms = 369\n"
         );
         assert_eq!(
             bond_keys(2400, 1400),
