@@ -867,7 +867,8 @@ fn serial_path(
         i64::from(*BAUD_RANGE.end()),
         0,
     )?;
-    let baud = u32::try_from(baud).map_err(|_| at(baud_s, format!("{}: out of range", key("baud"))))?;
+    let baud =
+        u32::try_from(baud).map_err(|_| at(baud_s, format!("{}: out of range", key("baud"))))?;
     let framing = match &p.framing {
         None => Framing::Slip,
         Some(f) => f

@@ -123,7 +123,13 @@ pub struct PathIo {
 
 impl PathIo {
     /// A path's IO; opens the socket or tty at once (or schedules retries when that fails).
-    fn new(now: Instant, id: PathId, name: String, carrier: Carrier, emu: Option<EmuConfig>) -> PathIo {
+    fn new(
+        now: Instant,
+        id: PathId,
+        name: String,
+        carrier: Carrier,
+        emu: Option<EmuConfig>,
+    ) -> PathIo {
         let mut p = PathIo {
             id,
             name,
@@ -139,7 +145,13 @@ impl PathIo {
     }
 
     /// A UDP path's IO from its settings.
-    fn udp(now: Instant, id: PathId, name: String, u: &UdpSettings, emu: Option<EmuConfig>) -> PathIo {
+    fn udp(
+        now: Instant,
+        id: PathId,
+        name: String,
+        u: &UdpSettings,
+        emu: Option<EmuConfig>,
+    ) -> PathIo {
         let carrier = Carrier::Udp(UdpIo {
             local: u.local,
             remote: u.remote,
@@ -255,7 +267,10 @@ impl PathIo {
                 "{} -> {}{}",
                 u.local,
                 u.remote,
-                u.dev.as_ref().map(|d| format!(" dev {d}")).unwrap_or_default()
+                u.dev
+                    .as_ref()
+                    .map(|d| format!(" dev {d}"))
+                    .unwrap_or_default()
             ),
             Carrier::Serial(s) => format!(
                 "{} at {} bd, {}, mtu {}",

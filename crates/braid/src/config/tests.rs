@@ -147,7 +147,11 @@ fn defaults() {
         }
     );
     assert_eq!(
-        (c.paths[0].bps, c.paths[0].prio, c.paths[0].udp().unwrap().dev.clone()),
+        (
+            c.paths[0].bps,
+            c.paths[0].prio,
+            c.paths[0].udp().unwrap().dev.clone()
+        ),
         (0, 0, None)
     );
 }
@@ -655,11 +659,17 @@ fn serial_path_errors() {
         "{e}"
     );
     let e = err(&serial_cfg("kind = \"serial\"\ndevice = \"/dev/ttyS0\"\n"));
-    assert_eq!(e, "t.toml:6:10: path[0].baud: missing (for example baud = 57600)");
+    assert_eq!(
+        e,
+        "t.toml:6:10: path[0].baud: missing (for example baud = 57600)"
+    );
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 5000000\n",
     ));
-    assert_eq!(e, "t.toml:7:8: path[0].baud: 5000000 is out of range (50..=4000000)");
+    assert_eq!(
+        e,
+        "t.toml:7:8: path[0].baud: 5000000 is out of range (50..=4000000)"
+    );
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\nframing = \"ppp\"\n",
     ));
@@ -670,13 +680,22 @@ fn serial_path_errors() {
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"ttyS0\"\nbaud = 9600\n",
     ));
-    assert!(e.starts_with("t.toml:6:10: path[0].device: \"ttyS0\" is not an absolute path"), "{e}");
+    assert!(
+        e.starts_with("t.toml:6:10: path[0].device: \"ttyS0\" is not an absolute path"),
+        "{e}"
+    );
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\nmtu = 296\n",
     ));
-    assert!(e.starts_with("t.toml:8:7: path[0].mtu: 296 is smaller than bond.mtu + 20"), "{e}");
+    assert!(
+        e.starts_with("t.toml:8:7: path[0].mtu: 296 is smaller than bond.mtu + 20"),
+        "{e}"
+    );
     let e = err(&serial_cfg("kind = \"modem\"\n"));
-    assert_eq!(e, "t.toml:5:8: path[0].kind: unknown kind \"modem\" (\"udp\" or \"serial\")");
+    assert_eq!(
+        e,
+        "t.toml:5:8: path[0].kind: unknown kind \"modem\" (\"udp\" or \"serial\")"
+    );
     let e = err(&serial_cfg(
         "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nbaud = 9600\n",
     ));
@@ -697,5 +716,8 @@ fn termios_baud_rounds_up_to_a_standard_rate() {
     // SLIP6 carries 3 bytes in 4 characters.
     let slip = serial_bps(9600, Framing::Slip, 1420);
     let slip6 = serial_bps(9600, Framing::Slip6, 1420);
-    assert!((slip6 as f64 / slip as f64 - 0.75).abs() < 0.01, "{slip} {slip6}");
+    assert!(
+        (slip6 as f64 / slip as f64 - 0.75).abs() < 0.01,
+        "{slip} {slip6}"
+    );
 }

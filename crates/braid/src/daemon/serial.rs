@@ -252,8 +252,7 @@ impl SerialPath {
             self.counters.tx_closed += 1;
             return false;
         }
-        if self.pending() + self.cfg.framing.max_encoded_len(datagram.len()) / 2
-            > self.max_pending
+        if self.pending() + self.cfg.framing.max_encoded_len(datagram.len()) / 2 > self.max_pending
         {
             self.counters.tx_overflow += 1;
             return false;
@@ -290,7 +289,10 @@ impl SerialPath {
             if n == 0 {
                 break;
             }
-            let chunk = self.out.get(self.out_start..self.out_start + n).unwrap_or(&[]);
+            let chunk = self
+                .out
+                .get(self.out_start..self.out_start + n)
+                .unwrap_or(&[]);
             match tty.write(chunk) {
                 Ok(w) => {
                     self.out_start += w;
@@ -619,7 +621,11 @@ mod tests {
         let n = drain(&mut master);
         assert!((287..=289).contains(&n), "{n}");
         step(&mut p, 1501, 3000);
-        assert_eq!(drain(&mut master), 1002 - 18 - n, "the rest, END bytes included");
+        assert_eq!(
+            drain(&mut master),
+            1002 - 18 - n,
+            "the rest, END bytes included"
+        );
         assert_eq!(p.counters.tx_line_bytes, 1002);
         assert_eq!(p.next_write(), None);
         // Idle: the next frame starts from now, not from the past.
@@ -638,9 +644,17 @@ mod tests {
         let (mut master, slave) = open_pty(115200).unwrap();
         let cfg = settings(slave.path(), 115200);
         let initial = crate::config::serial_bps(115200, Framing::Cslip, 1420);
-        let mut p = SerialPath::new(SerialSettings { framing: Framing::Cslip, ..cfg }, initial);
+        let mut p = SerialPath::new(
+            SerialSettings {
+                framing: Framing::Cslip,
+                ..cfg
+            },
+            initial,
+        );
         p.open().unwrap();
-        assert!(p.rate_update(at_ms(0)).is_some_and(|b| b.abs_diff(initial) < 100));
+        assert!(p
+            .rate_update(at_ms(0))
+            .is_some_and(|b| b.abs_diff(initial) < 100));
         // Compressed TCP: fewer line bytes than datagram bytes, so the rate goes up.
         for round in 1..=20u64 {
             for k in 0..4u32 {
@@ -658,7 +672,10 @@ mod tests {
             let _ = p.rate_update(at_ms(round * 1000 + 950));
         }
         let bps = p.rate_update(at_ms(30_000)).unwrap();
-        assert!(bps > 92_160, "{bps} above 80% of 115200: headers compressed");
+        assert!(
+            bps > 92_160,
+            "{bps} above 80% of 115200: headers compressed"
+        );
         // A backlog lowers it.
         for k in 0..4u32 {
             assert!(p.send(&data(u64::from(k), &tcp(k * 1000, 1000))));
@@ -666,13 +683,22 @@ mod tests {
         let slow = p.rate_update(at_ms(31_000)).unwrap();
         assert!(slow < bps * 9 / 10, "{slow} {bps}");
         // A fixed bps is left alone.
-        let mut fixed = SerialPath::new(SerialSettings { auto_bps: false, ..settings(slave.path(), 115200) }, 5000);
+        let mut fixed = SerialPath::new(
+            SerialSettings {
+                auto_bps: false,
+                ..settings(slave.path(), 115200)
+            },
+            5000,
+        );
         assert_eq!(fixed.rate_update(at_ms(0)), None);
     }
 
     #[test]
     fn a_vanished_device_is_an_error_that_names_it() {
-        let mut p = SerialPath::new(settings(std::path::Path::new("/dev/braid-no-tty"), 9600), 7000);
+        let mut p = SerialPath::new(
+            settings(std::path::Path::new("/dev/braid-no-tty"), 9600),
+            7000,
+        );
         let e = p.open().unwrap_err();
         assert!(e.to_string().contains("/dev/braid-no-tty"), "{e}");
         assert!(!p.is_open());

@@ -121,7 +121,9 @@ pub fn main(args: LabArgs) -> Result<()> {
         netns::install_signal_handler();
     }
     for t in &tables {
-        serial.push(serde_json::json!({ "table": t.name, "rows": serial_tables::run(t, &opts.braid)? }));
+        serial.push(
+            serde_json::json!({ "table": t.name, "rows": serial_tables::run(t, &opts.braid)? }),
+        );
     }
     if let Some(path) = &args.json {
         let all = serde_json::json!({ "bond": results, "share": shared, "serial": serial });

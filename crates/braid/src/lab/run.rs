@@ -509,7 +509,10 @@ fn run_test(
         });
     if let (Some((c, _, _)), Some(idx)) = (&cut, cut_idx) {
         if c.how == CutHow::LinkDown && sc.paths.get(idx).is_some_and(|p| p.is_serial()) {
-            bail!("path {} is a serial line: cut it with how = \"emulator\" or give the line outages", c.path);
+            bail!(
+                "path {} is a serial line: cut it with how = \"emulator\" or give the line outages",
+                c.path
+            );
         }
     }
     // Serial paths' lines live until the daemons have stopped (dropped after them).

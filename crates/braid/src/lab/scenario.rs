@@ -512,7 +512,10 @@ name = "u1"
             assert_eq!(p[0]["baud"].as_integer(), Some(57600));
             assert_eq!(p[0]["framing"].as_str(), Some("cslip"));
             assert!(p[0].get("local").is_none());
-            assert!(p[0].get("byte_error_rate").is_none(), "lab-only keys stay out");
+            assert!(
+                p[0].get("byte_error_rate").is_none(),
+                "lab-only keys stay out"
+            );
             assert!(p[1].get("local").is_some());
             // The config the lab writes is one the daemon takes.
             crate::config::Config::parse(&toml::to_string(&c).unwrap(), "lab.toml").unwrap();

@@ -283,7 +283,9 @@ pub fn bond_keys(baud: u32, mtu: u32) -> String {
     let probe = (36_000_000 / u64::from(baud.max(1))).clamp(100, 10_000);
     let queue = (6 * packet_ms).clamp(100, 10_000);
     let reorder = (3 * packet_ms).clamp(200, 10_000);
-    format!("probe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n")
+    format!(
+        "probe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n"
+    )
 }
 
 /// The scenario (daemon configs only) of one row.
@@ -310,10 +312,11 @@ pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let topo = Topology::new(1)?;
     if !t.tcp_timestamps {
         for ns in [&topo.ns_a, &topo.ns_b] {
-            netns::run_ok(
-                netns::ns_command(ns, "sysctl")
-                    .args(["-q", "-w", "net.ipv4.tcp_timestamps=0"]),
-            )?;
+            netns::run_ok(netns::ns_command(ns, "sysctl").args([
+                "-q",
+                "-w",
+                "net.ipv4.tcp_timestamps=0",
+            ]))?;
         }
     }
     let lines = SerialLines::start(&sc)?;
