@@ -24,8 +24,11 @@ pub const BENTSON_BYTES: u64 = 289_284;
 /// Bentson's table: (lines, bd, mtu, seconds, theory bit/s, actual, % of max); `None`
 /// where his run did not complete. His "actual" is bytes × 10 / seconds (8N1: 10 bits a
 /// byte), so 100% is the lines' byte rate.
+/// One row of [`BENTSON`].
+pub type BentsonRow = (u32, u32, u32, Option<f64>, u32, Option<f64>, Option<u32>);
+
 #[rustfmt::skip]
-pub const BENTSON: &[(u32, u32, u32, Option<f64>, u32, Option<f64>, Option<u32>)] = &[
+pub const BENTSON: &[BentsonRow] = &[
     (3, 115200, 900, None, 345600, None, None),
     (3, 115200, 400, Some(18.1), 345600, Some(159825.0), Some(46)),
     (2, 115200, 900, None, 230400, None, None),
@@ -332,7 +335,7 @@ pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let dst = std::net::Ipv4Addr::new(10, 200, 0, 2);
     let rtt_ms = if t.kind == Kind::Slip {
         // 10 pings of the default 56 bytes, one at a time on the idle bond.
-        let interval = Duration::from_secs_f64((probe_s / 4.0).max(0.2).min(2.0));
+        let interval = Duration::from_secs_f64((probe_s / 4.0).clamp(0.2, 2.0));
         serial::ping(&topo.ns_a, dst, 10, interval, 56)?.1
     } else {
         None
