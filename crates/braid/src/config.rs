@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::ops::Range;
-use std::path::Path;
+use std::ops::{Range, RangeInclusive};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use braid_core::bond::{BondConfig, PathConfig};
@@ -17,6 +17,7 @@ use braid_core::hash::HashPolicy;
 use braid_core::path::HealthConfig;
 use braid_core::sched::active_backup::{Options, Reselect};
 use braid_core::sched::SchedulerConfig;
+use braid_core::serial::Framing;
 use braid_core::wire::DATA_HEADER_LEN;
 use braid_core::PathId;
 use serde::Deserialize;
@@ -24,6 +25,8 @@ use toml::Spanned;
 
 mod shape;
 pub use shape::ShapeSettings;
+
+use crate::sys::tty::SUPPORTED_BAUDS;
 
 /// Smallest TUN MTU accepted (the IPv4 minimum datagram every host must take).
 pub const MTU_MIN: u32 = 576;
@@ -121,21 +124,99 @@ pub struct BondSettings {
 pub struct PathSettings {
     /// Name, unique in the bond and the same on both ends.
     pub name: String,
-    /// Local address to bind the path's UDP socket to.
-    pub local: SocketAddr,
-    /// The peer's address for this path.
-    pub remote: SocketAddr,
-    /// Configured speed, bit/s (0 = unset, measure).
+    /// What carries the path's datagrams: a UDP socket or a serial line.
+    pub transport: Transport,
+    /// Configured speed, bit/s (0 = unset, measure). For a serial path without `bps`, the
+    /// line's datagram rate ([`serial_bps`]).
     pub bps: u64,
-    /// Interface to bind to (SO_BINDTODEVICE).
-    pub dev: Option<String>,
     /// Active-backup priority.
     pub prio: i32,
     /// Lab/testing: emulate a path on this path's egress.
     pub emulate: Option<EmuConfig>,
 }
 
+/// `kind = "udp"`: the path's socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UdpSettings {
+    /// Local address to bind the path's UDP socket to.
+    pub local: SocketAddr,
+    /// The peer's address for this path.
+    pub remote: SocketAddr,
+    /// Interface to bind to (SO_BINDTODEVICE).
+    pub dev: Option<String>,
+}
+
+/// `kind = "serial"`: the path's line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SerialSettings {
+    /// The tty (`/dev/ttyS0`, `/dev/ttyUSB0`, a pty's `/dev/pts/N`).
+    pub device: PathBuf,
+    /// The line rate, bd (8N1: 10 bits per byte). Pacing uses it as given; the tty is
+    /// opened at [`termios_baud`] of it.
+    pub baud: u32,
+    /// The framing.
+    pub framing: Framing,
+    /// The line's MTU: the largest datagram sent on it (braid header included). The
+    /// receiver drops frames longer than `max(2·mtu, 1152)` bytes, as slip.c.
+    pub mtu: usize,
+    /// True when `bps` was not configured: the daemon keeps it at the line's measured
+    /// datagram rate (framing, escapes and compression included).
+    pub auto_bps: bool,
+}
+
+/// What carries a path's datagrams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A UDP socket.
+    Udp(UdpSettings),
+    /// A serial line with SLIP, SLIP6 or CSLIP framing.
+    Serial(SerialSettings),
+}
+
+/// Lowest and highest `baud` accepted for a serial path.
+pub const BAUD_RANGE: RangeInclusive<u32> = 50..=4_000_000;
+
+/// The termios speed a serial path of `baud` is opened at: `baud` itself when it is a
+/// standard rate, else the next standard rate above it (a pty ignores the rate; a real
+/// UART would then run faster than braid paces, which the daemon warns about).
+pub fn termios_baud(baud: u32) -> u32 {
+    SUPPORTED_BAUDS
+        .iter()
+        .copied()
+        .find(|&b| b >= baud)
+        .unwrap_or(baud)
+}
+
+/// The datagram rate (bit/s) a serial line of `baud` carries with `framing` when every
+/// datagram is `datagram_len` bytes: 8N1 takes 10 bits per byte, SLIP adds two `END`s per
+/// frame and about one escape per 128 bytes, SLIP6 sends 4 characters per 3 bytes. CSLIP is
+/// counted as SLIP (the daemon measures what compression saves and raises the rate).
+pub fn serial_bps(baud: u32, framing: Framing, datagram_len: usize) -> u64 {
+    let d = datagram_len.max(1) as f64;
+    let line_bytes = match framing {
+        Framing::Slip | Framing::Cslip => d + 2.0 + d / 128.0,
+        Framing::Slip6 => (d * 4.0 / 3.0).ceil() + 2.0,
+    };
+    (f64::from(baud) / 10.0 * 8.0 * d / line_bytes) as u64
+}
+
 impl PathSettings {
+    /// The UDP settings, if it is a UDP path.
+    pub fn udp(&self) -> Option<&UdpSettings> {
+        match &self.transport {
+            Transport::Udp(u) => Some(u),
+            Transport::Serial(_) => None,
+        }
+    }
+
+    /// The serial settings, if it is a serial path.
+    pub fn serial(&self) -> Option<&SerialSettings> {
+        match &self.transport {
+            Transport::Serial(s) => Some(s),
+            Transport::Udp(_) => None,
+        }
+    }
+
     /// The core's view of the path.
     pub fn path_config(&self) -> PathConfig {
         path_config(&self.name, self.bps, self.prio)
@@ -273,6 +354,11 @@ struct RawBond {
 #[serde(deny_unknown_fields)]
 struct RawPath {
     name: Option<S<String>>,
+    kind: Option<S<String>>,
+    device: Option<S<String>>,
+    baud: Option<S<i64>>,
+    framing: Option<S<String>>,
+    mtu: Option<S<i64>>,
     local: Option<S<String>>,
     remote: Option<S<String>>,
     bps: Option<S<i64>>,
@@ -519,6 +605,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
     let mut paths = Vec::with_capacity(raw.path.len());
     let mut names = HashSet::new();
     let mut locals = HashSet::new();
+    let mut devices = HashSet::new();
     for (i, p) in raw.path.into_iter().enumerate() {
         let span = p.span();
         let p = p.into_inner();
@@ -539,28 +626,45 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
                 format!("{}: duplicate path name {:?}", key("name"), name.get_ref()),
             ));
         }
-        let local_s = need(&p.local, "local", "\"10.201.0.1:7000\"")?;
-        let local = parse_endpoint(local_s.get_ref())
-            .map_err(|m| at(&local_s, format!("{}: {m}", key("local"))))?;
-        if !locals.insert(local) {
-            return Err(at(
-                &local_s,
-                format!("{}: {local} is already used by another path", key("local")),
-            ));
+        let kind = p.kind.as_ref().map_or("udp", |k| k.get_ref().as_str());
+        let transport = match kind {
+            "udp" => {
+                for (v, k) in [(&p.device, "device"), (&p.framing, "framing")] {
+                    if let Some(v) = v {
+                        return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
+                    }
+                }
+                for (v, k) in [(&p.baud, "baud"), (&p.mtu, "mtu")] {
+                    if let Some(v) = v {
+                        return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
+                    }
+                }
+                Transport::Udp(udp_path(&p, &key, &need, &mut locals)?)
+            }
+            "serial" => Transport::Serial(serial_path(
+                &p,
+                &key,
+                &need,
+                &mut devices,
+                usize::try_from(mtu).unwrap_or(1400),
+            )?),
+            other => {
+                let k = p.kind.as_ref().map_or(span.clone(), S::span);
+                return Err((
+                    Some(k),
+                    format!(
+                        "{}: unknown kind {other:?} (\"udp\" or \"serial\")",
+                        key("kind")
+                    ),
+                ));
+            }
+        };
+        let mut bps = int(&p.bps, &key("bps"), 0, i64::MAX, 0)?.unsigned_abs();
+        if let Transport::Serial(s) = &transport {
+            if s.auto_bps {
+                bps = serial_bps(s.baud, s.framing, s.mtu);
+            }
         }
-        let remote_s = need(&p.remote, "remote", "\"10.201.0.2:7000\"")?;
-        let remote = parse_endpoint(remote_s.get_ref())
-            .map_err(|m| at(&remote_s, format!("{}: {m}", key("remote"))))?;
-        if local.is_ipv4() != remote.is_ipv4() {
-            return Err(at(
-                &remote_s,
-                format!(
-                    "{}: {remote} and local {local} are of different address families",
-                    key("remote")
-                ),
-            ));
-        }
-        let bps = int(&p.bps, &key("bps"), 0, i64::MAX, 0)?.unsigned_abs();
         let prio = int(
             &p.prio,
             &key("prio"),
@@ -569,23 +673,14 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
             0,
         )?;
         let prio = i32::try_from(prio).unwrap_or(0);
-        let dev = match &p.dev {
-            None => None,
-            Some(s) => {
-                check_ifname(s.get_ref()).map_err(|m| at(s, format!("{}: {m}", key("dev"))))?;
-                Some(s.get_ref().clone())
-            }
-        };
         let emulate = match &p.emulate {
             None => None,
             Some(e) => Some(emulate(e.get_ref(), &key("emulate"))?),
         };
         paths.push(PathSettings {
             name: name.into_inner(),
-            local,
-            remote,
+            transport,
             bps,
-            dev,
             prio,
             emulate,
         });
@@ -676,6 +771,132 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         }
     };
     Ok(Config { bond, paths, shape })
+}
+
+type Need<'a> = dyn Fn(&Option<S<String>>, &str, &str) -> VResult<S<String>> + 'a;
+
+/// `local`, `remote`, `dev` of a UDP path.
+fn udp_path(
+    p: &RawPath,
+    key: &dyn Fn(&str) -> String,
+    need: &Need<'_>,
+    locals: &mut HashSet<SocketAddr>,
+) -> VResult<UdpSettings> {
+    let local_s = need(&p.local, "local", "\"10.201.0.1:7000\"")?;
+    let local = parse_endpoint(local_s.get_ref())
+        .map_err(|m| at(&local_s, format!("{}: {m}", key("local"))))?;
+    if !locals.insert(local) {
+        return Err(at(
+            &local_s,
+            format!("{}: {local} is already used by another path", key("local")),
+        ));
+    }
+    let remote_s = need(&p.remote, "remote", "\"10.201.0.2:7000\"")?;
+    let remote = parse_endpoint(remote_s.get_ref())
+        .map_err(|m| at(&remote_s, format!("{}: {m}", key("remote"))))?;
+    if local.is_ipv4() != remote.is_ipv4() {
+        return Err(at(
+            &remote_s,
+            format!(
+                "{}: {remote} and local {local} are of different address families",
+                key("remote")
+            ),
+        ));
+    }
+    let dev = match &p.dev {
+        None => None,
+        Some(s) => {
+            check_ifname(s.get_ref()).map_err(|m| at(s, format!("{}: {m}", key("dev"))))?;
+            Some(s.get_ref().clone())
+        }
+    };
+    Ok(UdpSettings { local, remote, dev })
+}
+
+/// `device`, `baud`, `framing`, `mtu` of a serial path; `bond_mtu` is the TUN's.
+fn serial_path(
+    p: &RawPath,
+    key: &dyn Fn(&str) -> String,
+    need: &Need<'_>,
+    devices: &mut HashSet<PathBuf>,
+    bond_mtu: usize,
+) -> VResult<SerialSettings> {
+    for (v, k) in [(&p.local, "local"), (&p.remote, "remote"), (&p.dev, "dev")] {
+        if let Some(v) = v {
+            return Err(at(
+                v,
+                format!(
+                    "{}: not used by a serial path (it has `device` and `baud`)",
+                    key(k)
+                ),
+            ));
+        }
+    }
+    let dev_s = need(&p.device, "device", "\"/dev/ttyS0\"")?;
+    let device = PathBuf::from(dev_s.get_ref());
+    if !device.is_absolute() {
+        return Err(at(
+            &dev_s,
+            format!(
+                "{}: {:?} is not an absolute path (for example \"/dev/ttyS0\")",
+                key("device"),
+                dev_s.get_ref()
+            ),
+        ));
+    }
+    if !devices.insert(device.clone()) {
+        return Err(at(
+            &dev_s,
+            format!(
+                "{}: {} is already used by another path",
+                key("device"),
+                device.display()
+            ),
+        ));
+    }
+    let Some(baud_s) = &p.baud else {
+        return Err((
+            p.device.as_ref().map(S::span),
+            format!("{}: missing (for example baud = 57600)", key("baud")),
+        ));
+    };
+    let baud = int(
+        &p.baud,
+        &key("baud"),
+        i64::from(*BAUD_RANGE.start()),
+        i64::from(*BAUD_RANGE.end()),
+        0,
+    )?;
+    let baud =
+        u32::try_from(baud).map_err(|_| at(baud_s, format!("{}: out of range", key("baud"))))?;
+    let framing = match &p.framing {
+        None => Framing::Slip,
+        Some(f) => f
+            .get_ref()
+            .parse::<Framing>()
+            .map_err(|e| at(f, format!("{}: {e}", key("framing"))))?,
+    };
+    let datagram = bond_mtu + DATA_HEADER_LEN;
+    let mtu = int(&p.mtu, &key("mtu"), 0, 65_535, 0)?.unsigned_abs();
+    let mtu = usize::try_from(mtu).unwrap_or(0);
+    if let Some(m) = &p.mtu {
+        if mtu < datagram {
+            return Err(at(
+                m,
+                format!(
+                    "{}: {mtu} is smaller than bond.mtu + {DATA_HEADER_LEN} (braid's header) = {datagram}; braid does not fragment, lower bond.mtu instead",
+                    key("mtu")
+                ),
+            ));
+        }
+    }
+    Ok(SerialSettings {
+        device,
+        baud,
+        framing,
+        mtu: if p.mtu.is_some() { mtu } else { datagram },
+        auto_bps: p.bps.as_ref().is_none_or(|b| *b.get_ref() == 0),
+    })
 }
 
 fn emulate(e: &RawEmulate, key: &str) -> VResult<EmuConfig> {

@@ -18,12 +18,15 @@ use braid_core::wire::DATA_HEADER_LEN;
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
-use crate::config::{self, Config};
+use crate::config::{self, termios_baud, Config, Transport, UdpSettings};
 use crate::control::{self, ControlServer, Request};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
 use crate::sys::udp::{self, ErrorKind};
+
+mod serial;
+pub use serial::{SerialCounters, SerialPath};
 
 /// Most packets read from one fd per loop turn.
 pub const BATCH: usize = 64;
@@ -78,13 +81,9 @@ pub struct IoCounters {
     pub emu_dropped: u64,
 }
 
-/// One path's IO: its socket (re-created when broken) and optional emulator.
+/// A UDP path's socket and endpoints.
 #[derive(Debug)]
-pub struct PathIo {
-    /// The bond's id for the path.
-    pub id: PathId,
-    /// Path name.
-    pub name: String,
+pub struct UdpIo {
     /// Local address.
     pub local: SocketAddr,
     /// Remote address.
@@ -92,9 +91,29 @@ pub struct PathIo {
     /// Device binding.
     pub dev: Option<String>,
     sock: Option<UdpSocket>,
-    /// When to try to re-open the socket (if closed).
+}
+
+/// What carries a path: a UDP socket or a serial line.
+#[derive(Debug)]
+pub enum Carrier {
+    /// A UDP socket.
+    Udp(UdpIo),
+    /// A serial line (`daemon/serial.rs`).
+    Serial(Box<SerialPath>),
+}
+
+/// One path's IO: its socket or tty (re-opened when broken) and optional emulator.
+#[derive(Debug)]
+pub struct PathIo {
+    /// The bond's id for the path.
+    pub id: PathId,
+    /// Path name.
+    pub name: String,
+    /// The socket or the line.
+    pub carrier: Carrier,
+    /// When to try to re-open the socket or tty (if closed).
     retry_at: Instant,
-    /// Last socket error, for status and to log only changes.
+    /// Last open/IO error, for status and to log only changes.
     last_error: Option<String>,
     /// Its OS error number.
     last_errno: Option<i32>,
@@ -103,23 +122,18 @@ pub struct PathIo {
 }
 
 impl PathIo {
-    /// A path's IO; opens the socket at once (or schedules retries when that fails).
+    /// A path's IO; opens the socket or tty at once (or schedules retries when that fails).
     fn new(
         now: Instant,
         id: PathId,
         name: String,
-        local: SocketAddr,
-        remote: SocketAddr,
-        dev: Option<String>,
+        carrier: Carrier,
         emu: Option<EmuConfig>,
     ) -> PathIo {
         let mut p = PathIo {
             id,
             name,
-            local,
-            remote,
-            dev,
-            sock: None,
+            carrier,
             retry_at: now,
             last_error: None,
             last_errno: None,
@@ -130,30 +144,80 @@ impl PathIo {
         p
     }
 
-    /// Try to open the socket; on failure log (once per distinct error) and retry later.
+    /// A UDP path's IO from its settings.
+    fn udp(
+        now: Instant,
+        id: PathId,
+        name: String,
+        u: &UdpSettings,
+        emu: Option<EmuConfig>,
+    ) -> PathIo {
+        let carrier = Carrier::Udp(UdpIo {
+            local: u.local,
+            remote: u.remote,
+            dev: u.dev.clone(),
+            sock: None,
+        });
+        PathIo::new(now, id, name, carrier, emu)
+    }
+
+    /// The UDP side, if it is a UDP path.
+    pub fn udp_io(&self) -> Option<&UdpIo> {
+        match &self.carrier {
+            Carrier::Udp(u) => Some(u),
+            Carrier::Serial(_) => None,
+        }
+    }
+
+    /// True while the socket or tty is open.
+    fn is_open(&self) -> bool {
+        match &self.carrier {
+            Carrier::Udp(u) => u.sock.is_some(),
+            Carrier::Serial(s) => s.is_open(),
+        }
+    }
+
+    /// The fd to poll for reading.
+    fn fd(&self) -> Option<i32> {
+        match &self.carrier {
+            Carrier::Udp(u) => u.sock.as_ref().map(AsRawFd::as_raw_fd),
+            Carrier::Serial(s) => s.fd(),
+        }
+    }
+
+    /// Try to open the socket or tty; on failure log (once per distinct error) and retry
+    /// later.
     fn try_open(&mut self, now: Instant) -> bool {
-        match udp::open(self.local, self.remote, self.dev.as_deref()) {
-            Ok(s) => {
-                if self.last_error.take().is_some() {
-                    dlog!(
-                        now,
-                        "path {}: socket open again ({} -> {})",
-                        self.name,
-                        self.local,
-                        self.remote
-                    );
+        let res = match &mut self.carrier {
+            Carrier::Udp(u) => match udp::open(u.local, u.remote, u.dev.as_deref()) {
+                Ok(s) => {
+                    u.sock = Some(s);
+                    Ok(format!("socket open again ({} -> {})", u.local, u.remote))
                 }
-                self.sock = Some(s);
+                Err(e) => Err((e.to_string(), e.err.raw_os_error())),
+            },
+            Carrier::Serial(s) => match s.open() {
+                Ok(()) => Ok(format!("{} open again", s.cfg.device.display())),
+                Err(e) => Err((e.to_string(), e.raw_os_error())),
+            },
+        };
+        match res {
+            Ok(again) => {
+                if self.last_error.take().is_some() {
+                    dlog!(now, "path {}: {again}", self.name);
+                }
                 true
             }
-            Err(e) => {
-                self.fail(now, e.to_string());
-                self.last_errno = e.err.raw_os_error();
+            Err((msg, errno)) => {
+                self.fail(now, msg);
+                self.last_errno = errno;
                 false
             }
         }
     }
 
+    /// Close the socket or tty after `msg`, log it (once per distinct message) and retry
+    /// later.
     fn fail(&mut self, now: Instant, msg: String) {
         if self.last_error.as_deref() != Some(msg.as_str()) {
             dlog!(
@@ -163,24 +227,59 @@ impl PathIo {
                 SOCKET_RETRY.as_secs()
             );
         }
-        self.sock = None;
+        match &mut self.carrier {
+            Carrier::Udp(u) => u.sock = None,
+            Carrier::Serial(s) => s.close(),
+        }
         self.last_error = Some(msg);
         self.last_errno = None;
         self.retry_at = now + SOCKET_RETRY;
     }
 
-    fn io_json(&self) -> Value {
-        json!({
+    fn io_json(&self, now: Instant) -> Value {
+        let mut v = json!({
             "id": self.id.0,
             "name": self.name,
-            "local": self.local.to_string(),
-            "remote": self.remote.to_string(),
-            "dev": self.dev,
-            "socket": if self.sock.is_some() { "open" } else { "closed" },
             "error": self.last_error,
             "emulated": self.emu.is_some(),
             "counters": self.counters,
-        })
+        });
+        match &self.carrier {
+            Carrier::Udp(u) => {
+                v["kind"] = "udp".into();
+                v["local"] = u.local.to_string().into();
+                v["remote"] = u.remote.to_string().into();
+                v["dev"] = json!(u.dev);
+                v["socket"] = if u.sock.is_some() { "open" } else { "closed" }.into();
+            }
+            Carrier::Serial(s) => {
+                v["kind"] = "serial".into();
+                v["serial"] = s.json(now);
+            }
+        }
+        v
+    }
+
+    /// Where the path goes, for the start-up log.
+    fn describe(&self) -> String {
+        match &self.carrier {
+            Carrier::Udp(u) => format!(
+                "{} -> {}{}",
+                u.local,
+                u.remote,
+                u.dev
+                    .as_ref()
+                    .map(|d| format!(" dev {d}"))
+                    .unwrap_or_default()
+            ),
+            Carrier::Serial(s) => format!(
+                "{} at {} bd, {}, mtu {}",
+                s.cfg.device.display(),
+                s.cfg.baud,
+                s.cfg.framing,
+                s.cfg.mtu
+            ),
+        }
     }
 }
 
@@ -259,15 +358,25 @@ impl Daemon {
         }
         let mut paths = Vec::with_capacity(cfg.paths.len());
         for (p, id) in cfg.paths.iter().zip(ids) {
-            let io = PathIo::new(
-                now,
-                id,
-                p.name.clone(),
-                p.local,
-                p.remote,
-                p.dev.clone(),
-                p.emulate.clone(),
-            );
+            let io = match &p.transport {
+                Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, p.emulate.clone()),
+                Transport::Serial(s) => {
+                    if termios_baud(s.baud) != s.baud {
+                        dlog!(
+                            now,
+                            "path {}: {} bd is not a standard rate: {} is opened at {} bd and braid paces at {} bd (right for a pty or a modem with its own line rate; on a plain UART the line would run at {} bd)",
+                            p.name,
+                            s.baud,
+                            s.device.display(),
+                            termios_baud(s.baud),
+                            s.baud,
+                            termios_baud(s.baud)
+                        );
+                    }
+                    let carrier = Carrier::Serial(Box::new(SerialPath::new(s.clone(), p.bps)));
+                    PathIo::new(now, id, p.name.clone(), carrier, p.emulate.clone())
+                }
+            };
             if let (Some(e), Some(libc::EADDRINUSE | libc::EPERM | libc::EACCES)) =
                 (&io.last_error, io.last_errno)
             {
@@ -306,15 +415,10 @@ impl Daemon {
         for p in &d.paths {
             dlog!(
                 now,
-                "path {} ({}): {} -> {}{}{}",
+                "path {} ({}): {}{}",
                 p.name,
                 p.id,
-                p.local,
-                p.remote,
-                p.dev
-                    .as_ref()
-                    .map(|d| format!(" dev {d}"))
-                    .unwrap_or_default(),
+                p.describe(),
                 if p.emu.is_some() { " (emulated)" } else { "" }
             );
         }
@@ -354,8 +458,8 @@ impl Daemon {
                 slots.push(Slot::Client);
             }
             for (i, p) in self.paths.iter().enumerate() {
-                if let Some(s) = &p.sock {
-                    self.pollfds.push(poll::readable(s.as_raw_fd()));
+                if let Some(fd) = p.fd() {
+                    self.pollfds.push(poll::readable(fd));
                     slots.push(Slot::Path(i));
                 }
             }
@@ -400,8 +504,14 @@ impl Daemon {
         };
         for p in &self.paths {
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
-            if p.sock.is_none() {
+            if !p.is_open() {
                 merge(Some(p.retry_at));
+            }
+            if let Carrier::Serial(s) = &p.carrier {
+                merge(s.next_write());
+                if s.cfg.auto_bps {
+                    merge(Some(s.next_rate_update()));
+                }
             }
         }
         next
@@ -423,12 +533,28 @@ impl Daemon {
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
+        let bond = &mut self.bond;
+        let sock = match &mut p.carrier {
+            Carrier::Udp(u) => u.sock.as_ref(),
+            Carrier::Serial(s) => {
+                let id = p.id;
+                let r = s.read(&mut self.rx_buf, BATCH, &mut |d| {
+                    bond.handle_datagram(now, id, d);
+                });
+                if let Err(e) = r {
+                    p.counters.recv_errors += 1;
+                    bond.handle_path_error(now, id);
+                    p.fail(now, e.to_string());
+                }
+                return;
+            }
+        };
+        let Some(sock) = sock else { return };
         for _ in 0..BATCH {
-            let Some(sock) = &p.sock else { return };
             match sock.recv(&mut self.rx_buf) {
                 Ok(n) => {
                     if let Some(d) = self.rx_buf.get(..n) {
-                        self.bond.handle_datagram(now, p.id, d);
+                        bond.handle_datagram(now, p.id, d);
                     }
                 }
                 Err(e) => {
@@ -437,11 +563,11 @@ impl Daemon {
                         ErrorKind::Datagram => continue,
                         ErrorKind::Path => {
                             p.counters.recv_errors += 1;
-                            self.bond.handle_path_error(now, p.id);
+                            bond.handle_path_error(now, p.id);
                         }
                         ErrorKind::Socket => {
                             p.counters.recv_errors += 1;
-                            self.bond.handle_path_error(now, p.id);
+                            bond.handle_path_error(now, p.id);
                             p.fail(now, format!("receive: {e}"));
                         }
                     }
@@ -454,7 +580,7 @@ impl Daemon {
     /// Timers, then everything the bond and the emulators have to send or deliver.
     fn turn_output(&mut self, now: Instant) {
         for p in &mut self.paths {
-            if p.sock.is_none() && p.retry_at <= now {
+            if !p.is_open() && p.retry_at <= now {
                 p.try_open(now);
             }
         }
@@ -487,6 +613,20 @@ impl Daemon {
                 }
             }
             p.emu = Some(emu);
+        }
+        for p in &mut self.paths {
+            let Carrier::Serial(s) = &mut p.carrier else {
+                continue;
+            };
+            if let Err(e) = s.flush(now) {
+                p.counters.send_errors += 1;
+                self.bond.handle_path_error(now, p.id);
+                p.fail(now, e.to_string());
+                continue;
+            }
+            if let Some(bps) = s.rate_update(now) {
+                let _ = self.bond.set_path_bps(p.id, bps);
+            }
         }
         while let Some(n) = self.bond.poll_deliver(now, &mut self.tun_buf) {
             if let Some(pkt) = self.tun_buf.get(..n) {
@@ -533,9 +673,19 @@ impl Daemon {
     }
 }
 
-/// Send one datagram on a path; errors go to the bond.
+/// Send one datagram on a path; errors go to the bond. A serial path queues it for its
+/// paced writer.
 fn send(bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
-    let Some(sock) = &p.sock else {
+    let sock = match &mut p.carrier {
+        Carrier::Udp(u) => u.sock.as_ref(),
+        Carrier::Serial(s) => {
+            if !s.send(data) {
+                p.counters.send_would_block += 1;
+            }
+            return;
+        }
+    };
+    let Some(sock) = sock else {
         p.counters.send_errors += 1;
         return;
     };
@@ -572,7 +722,7 @@ fn handle_request(
                 Ok(v) => v,
                 Err(e) => return control::error(format!("internal: {e}")),
             };
-            let io: Vec<Value> = paths.iter().map(PathIo::io_json).collect();
+            let io: Vec<Value> = paths.iter().map(|p| p.io_json(now)).collect();
             json!({
                 "ok": true,
                 "interface": interface,
@@ -605,7 +755,10 @@ fn handle_request(
             if bond.path_by_name(&name).is_some() {
                 return control::error(format!("a path named {name:?} already exists"));
             }
-            if let Some(other) = paths.iter().find(|p| p.local == local) {
+            if let Some(other) = paths
+                .iter()
+                .find(|p| p.udp_io().is_some_and(|u| u.local == local))
+            {
                 return control::error(format!(
                     "local {local} is already used by path {:?}",
                     other.name
@@ -629,10 +782,12 @@ fn handle_request(
             let mut io = PathIo {
                 id,
                 name: name.clone(),
-                local,
-                remote,
-                dev,
-                sock: None,
+                carrier: Carrier::Udp(UdpIo {
+                    local,
+                    remote,
+                    dev,
+                    sock: None,
+                }),
                 retry_at: now,
                 last_error: None,
                 last_errno: None,
@@ -641,7 +796,9 @@ fn handle_request(
             };
             let warning = match sock {
                 Ok(s) => {
-                    io.sock = Some(s);
+                    if let Carrier::Udp(u) = &mut io.carrier {
+                        u.sock = Some(s);
+                    }
                     None
                 }
                 Err(e) => {
@@ -702,10 +859,12 @@ mod tests {
             paths.push(PathIo {
                 id,
                 name: (*n).to_owned(),
-                local: format!("127.0.0.1:{}", 40000 + i).parse().unwrap(),
-                remote: "127.0.0.1:1".parse().unwrap(),
-                dev: None,
-                sock: None,
+                carrier: Carrier::Udp(UdpIo {
+                    local: format!("127.0.0.1:{}", 40000 + i).parse().unwrap(),
+                    remote: "127.0.0.1:1".parse().unwrap(),
+                    dev: None,
+                    sock: None,
+                }),
                 retry_at: Instant::FAR_FUTURE,
                 last_error: None,
                 last_errno: None,
@@ -825,7 +984,7 @@ mod tests {
         assert_eq!(v["ok"], true, "{v}");
         assert_eq!(v["warning"], Value::Null);
         assert_eq!(paths.len(), 1);
-        assert!(paths[0].sock.is_some());
+        assert!(paths[0].is_open());
         assert_eq!(bond.status().paths[0].bps, 1000);
         // A foreign local address is accepted with a warning and retried.
         let v = req(
@@ -847,7 +1006,7 @@ mod tests {
                 .starts_with("bind 192.0.2.1:7000: "),
             "{v}"
         );
-        assert!(paths[1].sock.is_none());
+        assert!(!paths[1].is_open());
     }
 
     #[test]

@@ -101,10 +101,10 @@ fn full_config_maps_every_key() {
     assert_eq!(c.paths.len(), 2);
     let p0 = &c.paths[0];
     assert_eq!(p0.name, "p0");
-    assert_eq!(p0.local, "10.201.0.1:7000".parse().unwrap());
-    assert_eq!(p0.remote, "10.201.0.2:7000".parse().unwrap());
+    assert_eq!(p0.udp().unwrap().local, "10.201.0.1:7000".parse().unwrap());
+    assert_eq!(p0.udp().unwrap().remote, "10.201.0.2:7000".parse().unwrap());
     assert_eq!(
-        (p0.bps, p0.prio, p0.dev.as_deref()),
+        (p0.bps, p0.prio, p0.udp().unwrap().dev.as_deref()),
         (10_000_000, 5, Some("eth1"))
     );
     assert!(p0.emulate.is_none());
@@ -115,7 +115,7 @@ fn full_config_maps_every_key() {
     );
 
     let p1 = &c.paths[1];
-    assert_eq!(p1.local, "[fd00::1]:7001".parse().unwrap());
+    assert_eq!(p1.udp().unwrap().local, "[fd00::1]:7001".parse().unwrap());
     assert_eq!(p1.path_config().cc, CcConfig::default());
     let e = p1.emulate.as_ref().unwrap();
     assert_eq!(e.delay, Duration::from_micros(20_500));
@@ -147,7 +147,11 @@ fn defaults() {
         }
     );
     assert_eq!(
-        (c.paths[0].bps, c.paths[0].prio, c.paths[0].dev.clone()),
+        (
+            c.paths[0].bps,
+            c.paths[0].prio,
+            c.paths[0].udp().unwrap().dev.clone()
+        ),
         (0, 0, None)
     );
 }
@@ -722,4 +726,113 @@ fn shape_script_relative_to_the_config_file() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("shape.script: cannot read /etc/nope.tc"), "{e}");
+}
+
+fn serial_cfg(path: &str) -> String {
+    format!("[bond]\naddress = \"10.0.0.1/30\"\n[[path]]\nname = \"s0\"\n{path}")
+}
+
+#[test]
+fn serial_path_keys() {
+    let c = parse(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 57600\nframing = \"cslip\"\n",
+    ))
+    .unwrap();
+    let p = &c.paths[0];
+    assert!(p.udp().is_none());
+    let s = p.serial().unwrap();
+    assert_eq!(s.device, std::path::PathBuf::from("/dev/ttyS0"));
+    assert_eq!((s.baud, s.framing, s.mtu), (57600, Framing::Cslip, 1420));
+    assert!(s.auto_bps);
+    // 5760 bytes/s on the line; 1420-byte datagrams cost 1420 + 2 + 11 line bytes.
+    assert_eq!(p.bps, serial_bps(57600, Framing::Cslip, 1420));
+    assert!(p.bps > 45_000 && p.bps < 46_080, "{}", p.bps);
+    assert_eq!(p.path_config().bps, p.bps);
+
+    // Defaults: slip; an explicit bps is kept and not adjusted.
+    let c = parse(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyUSB0\"\nbaud = 14400\nbps = 10000\nmtu = 1500\n",
+    ))
+    .unwrap();
+    let s = c.paths[0].serial().unwrap();
+    assert_eq!((s.framing, s.mtu, s.auto_bps), (Framing::Slip, 1500, false));
+    assert_eq!(c.paths[0].bps, 10000);
+}
+
+#[test]
+fn serial_path_errors() {
+    let e = err(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\nlocal = \"10.0.0.1:7000\"\n",
+    ));
+    assert_eq!(
+        e,
+        "t.toml:8:9: path[0].local: not used by a serial path (it has `device` and `baud`)"
+    );
+    let e = err(&serial_cfg("kind = \"serial\"\nbaud = 9600\n"));
+    assert!(
+        e.starts_with("t.toml:3:1: path[0].device: missing (for example device = \"/dev/ttyS0\")"),
+        "{e}"
+    );
+    let e = err(&serial_cfg("kind = \"serial\"\ndevice = \"/dev/ttyS0\"\n"));
+    assert_eq!(
+        e,
+        "t.toml:6:10: path[0].baud: missing (for example baud = 57600)"
+    );
+    let e = err(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 5000000\n",
+    ));
+    assert_eq!(
+        e,
+        "t.toml:7:8: path[0].baud: 5000000 is out of range (50..=4000000)"
+    );
+    let e = err(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\nframing = \"ppp\"\n",
+    ));
+    assert_eq!(
+        e,
+        "t.toml:8:11: path[0].framing: unknown framing \"ppp\" (expected slip, slip6 or cslip)"
+    );
+    let e = err(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"ttyS0\"\nbaud = 9600\n",
+    ));
+    assert!(
+        e.starts_with("t.toml:6:10: path[0].device: \"ttyS0\" is not an absolute path"),
+        "{e}"
+    );
+    let e = err(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\nmtu = 296\n",
+    ));
+    assert!(
+        e.starts_with("t.toml:8:7: path[0].mtu: 296 is smaller than bond.mtu + 20"),
+        "{e}"
+    );
+    let e = err(&serial_cfg("kind = \"modem\"\n"));
+    assert_eq!(
+        e,
+        "t.toml:5:8: path[0].kind: unknown kind \"modem\" (\"udp\" or \"serial\")"
+    );
+    let e = err(&serial_cfg(
+        "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nbaud = 9600\n",
+    ));
+    assert_eq!(e, "t.toml:7:8: path[0].baud: only for kind = \"serial\"");
+    let two = "[bond]\naddress = \"10.0.0.1/30\"\n[[path]]\nname = \"a\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n[[path]]\nname = \"b\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n";
+    assert_eq!(
+        err(two),
+        "t.toml:11:10: path[1].device: /dev/ttyS0 is already used by another path"
+    );
+}
+
+#[test]
+fn termios_baud_rounds_up_to_a_standard_rate() {
+    assert_eq!(termios_baud(57600), 57600);
+    assert_eq!(termios_baud(14400), 19200);
+    assert_eq!(termios_baud(50), 300);
+    assert_eq!(termios_baud(4_000_000), 4_000_000);
+    // SLIP6 carries 3 bytes in 4 characters.
+    let slip = serial_bps(9600, Framing::Slip, 1420);
+    let slip6 = serial_bps(9600, Framing::Slip6, 1420);
+    assert!(
+        (slip6 as f64 / slip as f64 - 0.75).abs() < 0.01,
+        "{slip} {slip6}"
+    );
 }

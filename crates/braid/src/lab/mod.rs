@@ -16,6 +16,8 @@
 //! | [`plot`] | SVG charts of per-second rates |
 //! | [`capture`] | counting what leaves on a link (packet socket, kernel timestamps) |
 //! | [`line`] | serial line emulator: two ptys joined at a baud rate, with errors and outages |
+//! | [`serial`] | a scenario's serial lines, timed TCP transfers, ping |
+//! | [`serial_tables`] | the seeds' serial tables (Bentson's EQL table, the SLIP table) |
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -30,6 +32,8 @@ pub mod progress;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod serial;
+pub mod serial_tables;
 pub mod share;
 pub mod udpgen;
 
@@ -79,6 +83,9 @@ pub fn main(args: LabArgs) -> Result<()> {
                 s.description
             );
         }
+        for (name, description) in serial_tables::TABLES {
+            println!("{name:<18} {:>4}    {description}", "");
+        }
         return Ok(());
     }
     let names: Vec<String> = if args.scenarios.is_empty() {
@@ -91,8 +98,12 @@ pub fn main(args: LabArgs) -> Result<()> {
     } else {
         args.scenarios.clone()
     };
-    let (mut bond, mut share) = (Vec::new(), Vec::new());
+    let (mut bond, mut share, mut tables) = (Vec::new(), Vec::new(), Vec::new());
     for n in &names {
+        if let Some(t) = serial_tables::load(n) {
+            tables.push(t);
+            continue;
+        }
         match ShareScenario::load(n)? {
             Some(s) => share.push(s),
             None => bond.push(Scenario::load(n)?),
@@ -107,8 +118,17 @@ pub fn main(args: LabArgs) -> Result<()> {
         run_all(&bond, &opts, !args.quiet)?
     };
     let shared = share::run_all(&share, &opts.braid, &args.out)?;
+    let mut serial = Vec::new();
+    if !tables.is_empty() {
+        netns::install_signal_handler();
+    }
+    for t in &tables {
+        serial.push(
+            serde_json::json!({ "table": t.name, "rows": serial_tables::run(t, &opts.braid)? }),
+        );
+    }
     if let Some(path) = &args.json {
-        let all = serde_json::json!({ "bond": results, "share": shared });
+        let all = serde_json::json!({ "bond": results, "share": shared, "serial": serial });
         let text = serde_json::to_string_pretty(&all)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }

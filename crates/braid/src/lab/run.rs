@@ -11,6 +11,7 @@ use super::iperf::{self, IperfResult};
 use super::netns::{self, now, Proc, Topology};
 use super::progress::Progress;
 use super::scenario::{CutHow, Scenario, TestSpec};
+use super::serial::SerialLines;
 
 /// How long daemons get to report every path up.
 pub const UP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -433,7 +434,10 @@ pub fn run_scenario(
     }
     let mut single = Vec::new();
     for (i, p) in sc.paths.iter().enumerate() {
-        let bps = if sc.baseline_s > 0 {
+        let bps = if p.is_serial() {
+            // A serial line is not on the veth: its capacity is its byte rate.
+            p.nominal_bps().map_or(0.0, |n| n as f64)
+        } else if sc.baseline_s > 0 {
             let measured = measure_single_path(&topo, i, sc.baseline_s, sc, progress)?;
             // The emulator's rate limit is not on the bare veth: cap by it.
             match (p.rate_mbit, p.nominal_bps()) {
@@ -503,8 +507,19 @@ fn run_test(
                 (len * 1000.0) as u64,
             )
         });
-    let cfg_a = sc.daemon_config(true, &topo.links, outage)?;
-    let cfg_b = sc.daemon_config(false, &topo.links, outage)?;
+    if let (Some((c, _, _)), Some(idx)) = (&cut, cut_idx) {
+        if c.how == CutHow::LinkDown && sc.paths.get(idx).is_some_and(|p| p.is_serial()) {
+            bail!(
+                "path {} is a serial line: cut it with how = \"emulator\" or give the line outages",
+                c.path
+            );
+        }
+    }
+    // Serial paths' lines live until the daemons have stopped (dropped after them).
+    let lines = SerialLines::start(sc)?;
+    let devices = lines.devices();
+    let cfg_a = sc.daemon_config_with(true, &topo.links, outage, &devices)?;
+    let cfg_b = sc.daemon_config_with(false, &topo.links, outage, &devices)?;
     progress.phase(&format!("{}: starting braid", t.label()), secs);
     let mut daemons = Daemons::start(&opts.braid, topo, &format!("t{k}"), &cfg_a, &cfg_b)?;
     let names: Vec<&str> = sc.paths.iter().map(|p| p.name.as_str()).collect();
@@ -592,6 +607,10 @@ fn run_test(
     );
     let ip = iperf_finish(server, client, secs)?;
     drop(daemons);
+    if let Some(e) = lines.relay_error() {
+        bail!("a serial line's relay stopped: {e}");
+    }
+    drop(lines);
 
     let cpu_pct = |c0: Option<Duration>, c1: Option<Duration>| match (c0, c1) {
         (Some(x), Some(y)) => (y.saturating_sub(x)).as_secs_f64() / elapsed.max(1e-3) * 100.0,

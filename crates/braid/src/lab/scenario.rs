@@ -34,6 +34,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "single-unshaped",
         include_str!("../../../../scenarios/single-unshaped.toml"),
     ),
+    (
+        "eql-serial-57600-14400",
+        include_str!("../../../../scenarios/eql-serial-57600-14400.toml"),
+    ),
 ];
 
 /// One scenario: a topology, a bond configuration and the tests to run over it.
@@ -103,11 +107,30 @@ fn default_scheduler() -> String {
     "adaptive".into()
 }
 
-/// One path: a veth pair, optionally shaped by tbf, optionally emulated by braid.
+/// One path: a veth pair, optionally shaped by tbf, optionally emulated by braid; or
+/// (`kind = "serial"`) an emulated serial line ([`super::line`]) between the two daemons.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct PathSpec {
     /// Path name in the daemon's config.
     pub name: String,
+    /// `"udp"` (default: over the path's veth) or `"serial"` (over an emulated line).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Serial: the line's rate, bd (both daemons' `baud`, and the emulator's).
+    #[serde(default)]
+    pub baud: Option<u32>,
+    /// Serial: `slip` (default), `cslip` or `slip6` (both daemons' `framing`).
+    #[serde(default)]
+    pub framing: Option<String>,
+    /// Serial: probability that the line flips a bit of a byte (lab only).
+    #[serde(default)]
+    pub byte_error_rate: f64,
+    /// Serial: line outages `[[start_ms, length_ms], ...]` after the line starts (lab only).
+    #[serde(default)]
+    pub outages: Vec<[u64; 2]>,
+    /// Serial: one-way latency of the line, ms (lab only).
+    #[serde(default)]
+    pub latency_ms: f64,
     /// tbf rate on both ends of the veth, Mbit/s (absent = unshaped).
     #[serde(default)]
     pub rate_mbit: Option<f64>,
@@ -120,8 +143,17 @@ pub struct PathSpec {
 }
 
 impl PathSpec {
-    /// The rate this path is limited to, bit/s, by tbf or by the emulator (None = unshaped).
+    /// True for an emulated serial line.
+    pub fn is_serial(&self) -> bool {
+        self.kind.as_deref() == Some("serial")
+    }
+
+    /// The rate this path is limited to, bit/s, by tbf or by the emulator (None = unshaped);
+    /// for a serial line its byte rate in bits (`baud` · 8/10, what 8N1 leaves).
     pub fn nominal_bps(&self) -> Option<u64> {
+        if self.is_serial() {
+            return self.baud.map(|b| u64::from(b) * 8 / 10);
+        }
         if let Some(m) = self.rate_mbit {
             return Some((m * 1e6) as u64);
         }
@@ -249,6 +281,38 @@ impl Scenario {
             if self.paths[..i].iter().any(|q| q.name == p.name) {
                 bail!("scenario {}: path name {} used twice", self.name, p.name);
             }
+            match p.kind.as_deref() {
+                None | Some("udp") => {
+                    if p.baud.is_some() || p.framing.is_some() {
+                        bail!(
+                            "scenario {}: path {}: baud and framing need kind = \"serial\"",
+                            self.name,
+                            p.name
+                        );
+                    }
+                }
+                Some("serial") => {
+                    if !p.baud.is_some_and(|b| (50..=4_000_000).contains(&b)) {
+                        bail!(
+                            "scenario {}: path {}: a serial path needs baud (50..=4000000)",
+                            self.name,
+                            p.name
+                        );
+                    }
+                    if p.rate_mbit.is_some() {
+                        bail!(
+                            "scenario {}: path {}: rate_mbit shapes a veth; a serial line has baud",
+                            self.name,
+                            p.name
+                        );
+                    }
+                }
+                Some(k) => bail!(
+                    "scenario {}: path {}: unknown kind {k:?} (udp or serial)",
+                    self.name,
+                    p.name
+                ),
+            }
             if p.rate_mbit.is_some_and(|r| !(r > 0.0 && r < 1e6)) {
                 bail!(
                     "scenario {}: path {}: rate_mbit must be > 0",
@@ -307,12 +371,25 @@ impl Scenario {
     }
 
     /// The daemon config for side a (`a == true`) or b, with `outages` (ms after start)
-    /// added to `path`'s emulator (for emulator cuts).
+    /// added to `path`'s emulator (for emulator cuts). Serial paths need
+    /// [`Scenario::daemon_config_with`].
     pub fn daemon_config(
         &self,
         a: bool,
         links: &[super::netns::Link],
         outage: Option<(&str, u64, u64)>,
+    ) -> Result<String> {
+        self.daemon_config_with(a, links, outage, &[])
+    }
+
+    /// As [`Scenario::daemon_config`], with the two ends' devices of each serial path's
+    /// line (`lines[i]` for path i, `None` for UDP paths).
+    pub fn daemon_config_with(
+        &self,
+        a: bool,
+        links: &[super::netns::Link],
+        outage: Option<(&str, u64, u64)>,
+        lines: &[Option<(std::path::PathBuf, std::path::PathBuf)>],
     ) -> Result<String> {
         let mut bond = toml::Table::new();
         bond.insert("interface".into(), "braid0".into());
@@ -326,16 +403,30 @@ impl Scenario {
         }
         let mut paths = Vec::new();
         for (i, p) in self.paths.iter().enumerate() {
-            let link = links.get(i).context("fewer links than paths")?;
-            let (local, remote) = if a {
-                (link.addr_a, link.addr_b)
-            } else {
-                (link.addr_b, link.addr_a)
-            };
             let mut t = toml::Table::new();
             t.insert("name".into(), p.name.clone().into());
-            t.insert("local".into(), format!("{local}:7000").into());
-            t.insert("remote".into(), format!("{remote}:7000").into());
+            if p.is_serial() {
+                let (da, db) = lines
+                    .get(i)
+                    .and_then(Option::as_ref)
+                    .with_context(|| format!("serial path {} has no line", p.name))?;
+                let dev = if a { da } else { db };
+                t.insert("kind".into(), "serial".into());
+                t.insert("device".into(), dev.display().to_string().into());
+                t.insert("baud".into(), i64::from(p.baud.unwrap_or(9600)).into());
+                if let Some(f) = &p.framing {
+                    t.insert("framing".into(), f.clone().into());
+                }
+            } else {
+                let link = links.get(i).context("fewer links than paths")?;
+                let (local, remote) = if a {
+                    (link.addr_a, link.addr_b)
+                } else {
+                    (link.addr_b, link.addr_a)
+                };
+                t.insert("local".into(), format!("{local}:7000").into());
+                t.insert("remote".into(), format!("{remote}:7000").into());
+            }
             for (k, v) in &p.extra {
                 t.insert(k.clone(), v.clone());
             }
@@ -380,6 +471,59 @@ mod tests {
             assert_eq!(&s.name, name, "file name and scenario name agree");
             assert!(!s.description.is_empty(), "{name} has a description");
         }
+    }
+
+    #[test]
+    fn serial_paths_get_their_line_ends() {
+        let text = r#"
+name = "x"
+[bond]
+scheduler = "eql"
+[[path]]
+name = "s0"
+kind = "serial"
+baud = 57600
+framing = "cslip"
+byte_error_rate = 0.0001
+outages = [[1000, 200]]
+[[path]]
+name = "u1"
+[[test]]
+"#;
+        let s = Scenario::parse(text).unwrap();
+        assert_eq!(s.paths[0].nominal_bps(), Some(46_080));
+        let links: Vec<_> = (0..2)
+            .map(|i| super::super::netns::Link {
+                index: i,
+                dev_a: format!("a{i}"),
+                dev_b: format!("b{i}"),
+                addr_a: std::net::Ipv4Addr::new(10, 201, i as u8, 1),
+                addr_b: std::net::Ipv4Addr::new(10, 201, i as u8, 2),
+            })
+            .collect();
+        assert!(s.daemon_config(true, &links, None).is_err(), "no line");
+        let lines = vec![Some(("/dev/pts/7".into(), "/dev/pts/8".into())), None];
+        for (a, dev) in [(true, "/dev/pts/7"), (false, "/dev/pts/8")] {
+            let c: toml::Table =
+                toml::from_str(&s.daemon_config_with(a, &links, None, &lines).unwrap()).unwrap();
+            let p = c["path"].as_array().unwrap();
+            assert_eq!(p[0]["kind"].as_str(), Some("serial"));
+            assert_eq!(p[0]["device"].as_str(), Some(dev));
+            assert_eq!(p[0]["baud"].as_integer(), Some(57600));
+            assert_eq!(p[0]["framing"].as_str(), Some("cslip"));
+            assert!(p[0].get("local").is_none());
+            assert!(
+                p[0].get("byte_error_rate").is_none(),
+                "lab-only keys stay out"
+            );
+            assert!(p[1].get("local").is_some());
+            // The config the lab writes is one the daemon takes.
+            crate::config::Config::parse(&toml::to_string(&c).unwrap(), "lab.toml").unwrap();
+        }
+        let bad = "name='x'\n[bond]\n[[path]]\nname='p0'\nkind='serial'\n[[test]]\n";
+        assert!(Scenario::parse(bad).is_err(), "serial without baud");
+        let bad = "name='x'\n[bond]\n[[path]]\nname='p0'\nbaud=9600\n[[test]]\n";
+        assert!(Scenario::parse(bad).is_err(), "baud without serial");
     }
 
     #[test]

@@ -1,0 +1,708 @@
+//! A serial path's IO: braid datagrams framed with SLIP, SLIP6 or CSLIP on a tty, written
+//! at the line's pace by the daemon's clock, and frames read back into datagrams.
+//!
+//! **Frames.** Every frame holds one braid datagram. With CSLIP, a data datagram (version
+//! 1, type Data or PinnedData, longer than its 20-byte header) has its IP packet
+//! compressed behind the header, which travels as it is; every other datagram (probes,
+//! acks, sealed datagrams) travels uncompressed. The receiver tells them apart by the
+//! same two header bytes, which compression never touches (`docs/serial.md`).
+//!
+//! **Pacing.** A pty takes ~20 KB before it blocks and TIOCOUTQ on it is always 0, and a
+//! UART's buffer would hide a queue from braid's scheduler just as well: so the writer
+//! keeps its own line clock (`line_free`: when the line will have sent everything written
+//! so far, at `baud / 10` bytes per second) and writes only while that is less than
+//! [`AHEAD`] in the future. Frames waiting for the line stay in this path's buffer, which
+//! is bounded ([`SerialPath::send`] refuses a frame beyond it, counted); the bond's pacer
+//! is held to the line's datagram rate ([`SerialPath::rate_update`]) so that buffer stays
+//! short.
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use braid_core::serial::{slip, slip6, Decompressor, Event, Framing, LineEncoder};
+use braid_core::wire::{MessageType, DATA_HEADER_LEN, VERSION};
+use braid_core::Instant;
+use serde_json::{json, Value};
+
+use crate::config::{termios_baud, SerialSettings};
+use crate::sys::tty::Tty;
+
+/// How far ahead of the line the writer may be: bytes handed to the kernel that the line
+/// has not sent yet (by the writer's own clock).
+pub const AHEAD: Duration = Duration::from_millis(10);
+/// How often the path's rate is recomputed from what the line carried.
+pub const RATE_EVERY: Duration = Duration::from_millis(100);
+/// Backlog (line time of what is written ahead or waiting) above which the rate is lowered.
+pub const BACKLOG_TARGET: Duration = Duration::from_millis(30);
+
+const NS_PER_S: u128 = 1_000_000_000;
+
+/// Counters of a serial path.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct SerialCounters {
+    /// Frames queued for the line.
+    pub tx_frames: u64,
+    /// Line bytes written to the tty.
+    pub tx_line_bytes: u64,
+    /// Datagrams not sent: the path's buffer was full.
+    pub tx_overflow: u64,
+    /// Datagrams not sent: the tty was closed.
+    pub tx_closed: u64,
+    /// Writes the tty refused (EAGAIN) although the line clock allowed them.
+    pub tx_would_block: u64,
+    /// Line bytes read.
+    pub rx_line_bytes: u64,
+    /// Frames read and handed to the bond.
+    pub rx_frames: u64,
+    /// Frames the deframer dropped (overrun, runt).
+    pub rx_bad_frames: u64,
+    /// Data frames the CSLIP decompressor refused (including tossed ones).
+    pub rx_cslip_errors: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Deframer {
+    Slip(slip::Decoder),
+    Slip6(slip6::Decoder),
+}
+
+/// True when `datagram` is a braid data datagram with an IP packet after its header: the
+/// part CSLIP compresses.
+pub fn is_compressible(datagram: &[u8]) -> bool {
+    datagram.len() > DATA_HEADER_LEN
+        && datagram.first() == Some(&VERSION)
+        && matches!(
+            datagram.get(1).copied().map(MessageType::try_from),
+            Some(Ok(MessageType::Data | MessageType::PinnedData))
+        )
+}
+
+/// The framing state of one line, both ways, without IO: datagrams to line bytes and line
+/// bytes to datagrams.
+#[derive(Clone, Debug)]
+pub struct FrameCodec {
+    framing: Framing,
+    encoder: LineEncoder,
+    deframer: Deframer,
+    decompressor: Option<Decompressor>,
+    scratch: Vec<u8>,
+}
+
+impl FrameCodec {
+    /// Fresh state for a line of `framing` whose largest datagram is `mtu` bytes.
+    pub fn new(framing: Framing, mtu: usize) -> Self {
+        FrameCodec {
+            framing,
+            encoder: LineEncoder::new(framing),
+            deframer: match framing {
+                Framing::Slip | Framing::Cslip => Deframer::Slip(slip::Decoder::new(mtu)),
+                Framing::Slip6 => Deframer::Slip6(slip6::Decoder::new(mtu)),
+            },
+            decompressor: (framing == Framing::Cslip).then(Decompressor::default),
+            scratch: Vec::with_capacity(mtu + 64),
+        }
+    }
+
+    /// Append the line bytes of one datagram to `out`.
+    pub fn encode(&mut self, datagram: &[u8], out: &mut Vec<u8>) {
+        match self.framing {
+            Framing::Cslip if is_compressible(datagram) => {
+                let (head, ip) = datagram.split_at(DATA_HEADER_LEN);
+                self.encoder.encode_prefixed(head, ip, out);
+            }
+            Framing::Slip | Framing::Cslip => slip::encode(datagram, out),
+            Framing::Slip6 => slip6::encode(datagram, out),
+        }
+    }
+
+    /// Decode line bytes; `on_datagram` gets each datagram. Counts drops in `c`.
+    pub fn decode(
+        &mut self,
+        input: &[u8],
+        c: &mut SerialCounters,
+        on_datagram: &mut impl FnMut(&[u8]),
+    ) {
+        let decomp = &mut self.decompressor;
+        let scratch = &mut self.scratch;
+        let mut on_event = |ev: Event<'_>| match ev {
+            Event::Dropped(_) => {
+                c.rx_bad_frames += 1;
+                if let Some(d) = decomp.as_mut() {
+                    d.toss();
+                }
+            }
+            Event::Frame(f) => match decomp.as_mut() {
+                Some(d) if is_compressible(f) => {
+                    let (head, body) = f.split_at(DATA_HEADER_LEN);
+                    scratch.clear();
+                    scratch.extend_from_slice(head);
+                    match d.decompress(body, scratch) {
+                        Ok(_) => {
+                            c.rx_frames += 1;
+                            on_datagram(scratch);
+                        }
+                        Err(_) => c.rx_cslip_errors += 1,
+                    }
+                }
+                _ => {
+                    c.rx_frames += 1;
+                    on_datagram(f);
+                }
+            },
+        };
+        match &mut self.deframer {
+            Deframer::Slip(d) => d.decode_events(input, &mut on_event),
+            Deframer::Slip6(d) => d.decode_events(input, &mut on_event),
+        }
+    }
+}
+
+/// One serial path: the tty (re-opened when it fails), the codec, the paced writer.
+#[derive(Debug)]
+pub struct SerialPath {
+    /// The configured line.
+    pub cfg: SerialSettings,
+    tty: Option<Tty>,
+    codec: FrameCodec,
+    /// Line bytes waiting for the line (`out[out_start..]`).
+    out: Vec<u8>,
+    out_start: usize,
+    /// Line clock: when everything written so far will have left, ns since start.
+    line_free_ns: u128,
+    /// Bound on `out`'s pending bytes.
+    max_pending: usize,
+    /// Rate measurement: data datagram bytes and all line bytes since the last update.
+    win_data: u64,
+    win_line: u64,
+    /// Smoothed data datagram bytes per line byte.
+    ratio: f64,
+    next_rate_update: Instant,
+    /// Counters.
+    pub counters: SerialCounters,
+}
+
+impl SerialPath {
+    /// A serial path; the tty is opened by [`SerialPath::open`].
+    pub fn new(cfg: SerialSettings, initial_bps: u64) -> SerialPath {
+        let bytes_per_s = (cfg.baud / 10).max(1) as usize;
+        let frame = cfg.framing.max_encoded_len(cfg.mtu) / 2 + cfg.mtu / 64;
+        let line_bps = f64::from(cfg.baud) * 0.8;
+        SerialPath {
+            codec: FrameCodec::new(cfg.framing, cfg.mtu),
+            max_pending: (2 * frame).max(bytes_per_s / 2),
+            tty: None,
+            out: Vec::with_capacity(4096),
+            out_start: 0,
+            line_free_ns: 0,
+            win_data: 0,
+            win_line: 0,
+            ratio: if line_bps > 0.0 {
+                (initial_bps as f64 / line_bps).clamp(0.1, 10.0)
+            } else {
+                1.0
+            },
+            next_rate_update: Instant::ZERO,
+            counters: SerialCounters::default(),
+            cfg,
+        }
+    }
+
+    /// Open the tty (raw 8N1 at [`termios_baud`]); the codec starts afresh (CSLIP: the
+    /// peer's decompressor resynchronises on the next uncompressed packet).
+    pub fn open(&mut self) -> io::Result<()> {
+        self.tty = None;
+        let tty = Tty::open(&self.cfg.device, termios_baud(self.cfg.baud))?;
+        self.codec = FrameCodec::new(self.cfg.framing, self.cfg.mtu);
+        self.out.clear();
+        self.out_start = 0;
+        self.tty = Some(tty);
+        Ok(())
+    }
+
+    /// Close the tty (after an error); pending bytes are discarded.
+    pub fn close(&mut self) {
+        self.tty = None;
+        self.out.clear();
+        self.out_start = 0;
+    }
+
+    /// True while the tty is open.
+    pub fn is_open(&self) -> bool {
+        self.tty.is_some()
+    }
+
+    /// The tty's fd, for poll.
+    pub fn fd(&self) -> Option<RawFd> {
+        self.tty.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    fn pending(&self) -> usize {
+        self.out.len() - self.out_start
+    }
+
+    /// ns one byte takes on the line (10 bits).
+    fn byte_ns(&self) -> u128 {
+        10 * NS_PER_S / u128::from(self.cfg.baud.max(1))
+    }
+
+    /// Frame one datagram for the line. False (counted) when the tty is closed or the
+    /// path's buffer is full.
+    pub fn send(&mut self, datagram: &[u8]) -> bool {
+        if self.tty.is_none() {
+            self.counters.tx_closed += 1;
+            return false;
+        }
+        if self.pending() + self.cfg.framing.max_encoded_len(datagram.len()) / 2 > self.max_pending
+        {
+            self.counters.tx_overflow += 1;
+            return false;
+        }
+        if self.out_start > 0 && self.out_start * 2 >= self.out.len() {
+            self.out.drain(..self.out_start);
+            self.out_start = 0;
+        }
+        let before = self.out.len();
+        self.codec.encode(datagram, &mut self.out);
+        let line = (self.out.len() - before) as u64;
+        self.win_line += line;
+        if is_compressible(datagram) {
+            self.win_data += datagram.len() as u64;
+        }
+        self.counters.tx_frames += 1;
+        true
+    }
+
+    /// Write what the line clock allows. An error means the tty failed (closed already).
+    pub fn flush(&mut self, now: Instant) -> io::Result<()> {
+        let Some(tty) = &mut self.tty else {
+            return Ok(());
+        };
+        let now_ns = u128::from(now.as_micros()) * 1000;
+        // An idle line banks no credit.
+        self.line_free_ns = self.line_free_ns.max(now_ns);
+        let ahead = AHEAD.as_nanos();
+        while self.out_start < self.out.len() {
+            let room = (now_ns + ahead).saturating_sub(self.line_free_ns);
+            let n = usize::try_from(room * u128::from(self.cfg.baud) / (10 * NS_PER_S))
+                .unwrap_or(usize::MAX)
+                .min(self.out.len() - self.out_start);
+            if n == 0 {
+                break;
+            }
+            let chunk = self
+                .out
+                .get(self.out_start..self.out_start + n)
+                .unwrap_or(&[]);
+            match tty.write(chunk) {
+                Ok(w) => {
+                    self.out_start += w;
+                    self.counters.tx_line_bytes += w as u64;
+                    // Exact in bits: w bytes take w·10/baud s.
+                    self.line_free_ns += w as u128 * 10 * NS_PER_S / u128::from(self.cfg.baud);
+                    if w < n {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.counters.tx_would_block += 1;
+                    break;
+                }
+                Err(e) => {
+                    self.close();
+                    return Err(e);
+                }
+            }
+        }
+        if self.out_start == self.out.len() {
+            self.out.clear();
+            self.out_start = 0;
+        }
+        Ok(())
+    }
+
+    /// When the writer next has room (if it has bytes waiting).
+    pub fn next_write(&self) -> Option<Instant> {
+        if self.tty.is_none() || self.pending() == 0 {
+            return None;
+        }
+        let ahead = AHEAD.as_nanos();
+        let at = (self.line_free_ns + (ahead / 2).max(self.byte_ns())).saturating_sub(ahead);
+        Some(Instant::from_micros(
+            u64::try_from(at.div_ceil(1000)).unwrap_or(u64::MAX / 4),
+        ))
+    }
+
+    /// Read what the tty has (at most `batch` reads into `buf`) and hand each datagram to
+    /// `on_datagram`. An error other than WouldBlock means the tty failed (closed already).
+    pub fn read(
+        &mut self,
+        buf: &mut [u8],
+        batch: usize,
+        on_datagram: &mut impl FnMut(&[u8]),
+    ) -> io::Result<()> {
+        for _ in 0..batch {
+            let Some(tty) = &mut self.tty else {
+                return Ok(());
+            };
+            match tty.read(buf) {
+                Ok(n) => {
+                    self.counters.rx_line_bytes += n as u64;
+                    if let Some(bytes) = buf.get(..n) {
+                        self.codec.decode(bytes, &mut self.counters, on_datagram);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => {
+                    self.close();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The data datagram rate (bit/s) the line can carry now, when it is time to
+    /// recompute it (every [`RATE_EVERY`]) and the path's `bps` is automatic: the line's
+    /// `baud / 10` bytes per second times the measured datagram bytes per line byte
+    /// (framing, escapes, compression, and the line time control frames take), lowered
+    /// while the backlog is above [`BACKLOG_TARGET`].
+    pub fn rate_update(&mut self, now: Instant) -> Option<u64> {
+        if !self.cfg.auto_bps || now < self.next_rate_update {
+            return None;
+        }
+        self.next_rate_update = now + RATE_EVERY;
+        if self.win_data > 0 && self.win_line > 0 {
+            let sample = self.win_data as f64 / self.win_line as f64;
+            self.ratio = 0.75 * self.ratio + 0.25 * sample;
+            self.win_data = 0;
+            self.win_line = 0;
+        } else if self.win_line > 4096 {
+            self.win_line = 0;
+        }
+        let backlog = self.backlog(now);
+        let over = backlog.saturating_sub(BACKLOG_TARGET).as_secs_f64();
+        let factor = (1.0 - over * 2.0).clamp(0.5, 1.0);
+        let bps = f64::from(self.cfg.baud) * 0.8 * self.ratio * factor;
+        Some((bps as u64).max(1))
+    }
+
+    /// When [`SerialPath::rate_update`] next has something to say.
+    pub fn next_rate_update(&self) -> Instant {
+        self.next_rate_update
+    }
+
+    /// Line time of everything written but not yet sent, plus what waits in the buffer.
+    pub fn backlog(&self, now: Instant) -> Duration {
+        let now_ns = u128::from(now.as_micros()) * 1000;
+        let ns = self.line_free_ns.saturating_sub(now_ns) + self.pending() as u128 * self.byte_ns();
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// For `status`.
+    pub fn json(&self, now: Instant) -> Value {
+        json!({
+            "device": self.cfg.device.display().to_string(),
+            "baud": self.cfg.baud,
+            "termios_baud": termios_baud(self.cfg.baud),
+            "framing": self.cfg.framing.as_str(),
+            "mtu": self.cfg.mtu,
+            "tty": if self.tty.is_some() { "open" } else { "closed" },
+            "backlog_ms": self.backlog(now).as_secs_f64() * 1000.0,
+            "datagram_per_line_byte": self.ratio,
+            "counters": self.counters,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use braid_core::serial::cslip::ip_checksum;
+    use braid_core::wire::{self, Header, Message};
+
+    use super::*;
+    use crate::sys::tty::open_pty;
+
+    /// An IPv4/TCP packet with ACK set, `data` bytes of payload, seq `seq`.
+    fn tcp(seq: u32, data: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + data];
+        let len = u16::try_from(p.len()).unwrap();
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&len.to_be_bytes());
+        p[4..6].copy_from_slice(&(seq as u16).to_be_bytes()); // id
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 200, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 200, 0, 2]);
+        let c = ip_checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p[20..22].copy_from_slice(&5000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5201u16.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p[28..32].copy_from_slice(&7u32.to_be_bytes());
+        p[32] = 0x50;
+        p[33] = 0x10;
+        p[34..36].copy_from_slice(&1000u16.to_be_bytes());
+        for (i, b) in p[40..].iter_mut().enumerate() {
+            *b = (i * 7 + seq as usize) as u8; // includes 0xC0 and 0xDB now and then
+        }
+        p
+    }
+
+    fn data(seq: u64, ip: &[u8]) -> Vec<u8> {
+        let mut d = vec![0u8; DATA_HEADER_LEN + ip.len()];
+        let h = Header {
+            path: 3,
+            timestamp: 77,
+        };
+        wire::emit_data_header_as(&h, MessageType::Data, seq, seq as u32, &mut d).unwrap();
+        d[DATA_HEADER_LEN..].copy_from_slice(ip);
+        d
+    }
+
+    fn probe() -> Vec<u8> {
+        let mut d = vec![0u8; 64];
+        let h = Header {
+            path: 1,
+            timestamp: 5,
+        };
+        let n = wire::emit(&h, &Message::Probe { probe_seq: 9 }, &mut d).unwrap();
+        d.truncate(n);
+        d
+    }
+
+    fn round_trip(framing: Framing, datagrams: &[Vec<u8>]) -> (Vec<Vec<u8>>, usize) {
+        let mut tx = FrameCodec::new(framing, 1420);
+        let mut rx = FrameCodec::new(framing, 1420);
+        let mut line = Vec::new();
+        for d in datagrams {
+            tx.encode(d, &mut line);
+        }
+        let mut got = Vec::new();
+        let mut c = SerialCounters::default();
+        // Any chunking works.
+        for chunk in line.chunks(7) {
+            rx.decode(chunk, &mut c, &mut |d| got.push(d.to_vec()));
+        }
+        assert_eq!(c.rx_frames as usize, got.len());
+        (got, line.len())
+    }
+
+    #[test]
+    fn data_and_control_frames_round_trip_in_every_framing() {
+        let mut ds = Vec::new();
+        for k in 0..20u32 {
+            ds.push(data(u64::from(k), &tcp(1000 + k * 500, 500)));
+            if k % 5 == 0 {
+                ds.push(probe());
+            }
+        }
+        ds.push(data(99, &[0x60, 1, 2, 3, 4])); // not IPv4: passes CSLIP as IP
+        for framing in [Framing::Slip, Framing::Slip6, Framing::Cslip] {
+            let (got, line) = round_trip(framing, &ds);
+            assert_eq!(got, ds, "{framing}");
+            let raw: usize = ds.iter().map(Vec::len).sum();
+            match framing {
+                // 38 of 40 header bytes are compressed away for 19 of the 20 segments.
+                Framing::Cslip => assert!(line < raw - 19 * 25, "{line} {raw}"),
+                Framing::Slip => assert!(line > raw, "{line} {raw}"),
+                Framing::Slip6 => assert!(line >= raw * 4 / 3, "{line} {raw}"),
+            }
+        }
+    }
+
+    #[test]
+    fn control_frames_are_never_compressed() {
+        let p = probe();
+        assert!(!is_compressible(&p));
+        assert!(is_compressible(&data(1, &tcp(1, 10))));
+        assert!(!is_compressible(&data(1, &[])), "header only");
+        let mut sealed = data(1, &tcp(1, 10));
+        sealed[0] = wire::SEALED_VERSION;
+        assert!(!is_compressible(&sealed));
+        // On a CSLIP line a probe is a plain SLIP frame of the datagram.
+        let mut codec = FrameCodec::new(Framing::Cslip, 1420);
+        let mut line = Vec::new();
+        codec.encode(&p, &mut line);
+        let mut plain = Vec::new();
+        slip::encode(&p, &mut plain);
+        assert_eq!(line, plain);
+    }
+
+    #[test]
+    fn noise_never_panics_and_the_line_resynchronises() {
+        let mut rx = FrameCodec::new(Framing::Cslip, 1420);
+        let mut c = SerialCounters::default();
+        let mut x: u32 = 12345;
+        let mut noise = vec![0u8; 5000];
+        for b in &mut noise {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            *b = (x >> 16) as u8;
+        }
+        rx.decode(&noise, &mut c, &mut |_| {});
+        // After the noise, a fresh sender's frames come through (the first is an
+        // UNCOMPRESSED_TCP, which ends the decompressor's tossing).
+        let mut tx = FrameCodec::new(Framing::Cslip, 1420);
+        let ds: Vec<Vec<u8>> = (0..5u32)
+            .map(|k| data(u64::from(k), &tcp(k * 100, 100)))
+            .collect();
+        let mut line = Vec::new();
+        for d in &ds {
+            tx.encode(d, &mut line);
+        }
+        let mut got = Vec::new();
+        rx.decode(&line, &mut c, &mut |d| got.push(d.to_vec()));
+        // The noise's tail and the first END make one garbage frame (SLIP has no
+        // checksum; the bond drops it); then every datagram.
+        assert!(got.len() <= ds.len() + 1, "{}", got.len());
+        assert!(got.ends_with(&ds));
+    }
+
+    fn settings(device: &std::path::Path, baud: u32) -> SerialSettings {
+        SerialSettings {
+            device: device.to_owned(),
+            baud,
+            framing: Framing::Slip,
+            mtu: 1420,
+            auto_bps: true,
+        }
+    }
+
+    fn at_ms(ms: u64) -> Instant {
+        Instant::from_micros(ms * 1000)
+    }
+
+    /// Everything the pty passes on (a pty hands bytes over through a work queue: wait
+    /// until it has been quiet for 50 ms).
+    fn drain(master: &mut std::fs::File) -> usize {
+        let mut buf = [0u8; 65536];
+        let mut n = 0;
+        loop {
+            let mut fds = [crate::sys::poll::readable(master.as_raw_fd())];
+            match crate::sys::poll::wait(&mut fds, Some(Duration::from_millis(50))) {
+                Ok(r) if r > 0 => {}
+                _ => return n,
+            }
+            match master.read(&mut buf) {
+                Ok(k) if k > 0 => n += k,
+                _ => return n,
+            }
+        }
+    }
+
+    /// Flush every ms from `from` to `to` (inclusive).
+    fn step(p: &mut SerialPath, from: u64, to: u64) {
+        for ms in from..=to {
+            p.flush(at_ms(ms)).unwrap();
+        }
+    }
+
+    #[test]
+    fn writer_keeps_to_the_line_clock() {
+        let (mut master, slave) = open_pty(9600).unwrap();
+        let mut p = SerialPath::new(settings(slave.path(), 9600), 7000);
+        p.open().unwrap();
+        assert!(p.is_open());
+        // 960 bytes/s: 10 ms is 9.6 bytes.
+        assert!(p.send(&vec![0x11; 1000]));
+        p.flush(at_ms(1000)).unwrap();
+        assert_eq!(drain(&mut master), 9, "AHEAD = 10 ms at 960 B/s");
+        // Nothing more until the line has sent some.
+        p.flush(at_ms(1000)).unwrap();
+        assert_eq!(drain(&mut master), 0);
+        let next = p.next_write().unwrap();
+        assert!(next > at_ms(1000) && next <= at_ms(1006), "{next:?}");
+        // A late flush still writes only AHEAD: the line sent nothing meanwhile.
+        p.flush(at_ms(1200)).unwrap();
+        assert_eq!(drain(&mut master), 9);
+        // Flushing every ms for 300 ms: 288 more bytes.
+        step(&mut p, 1201, 1500);
+        let n = drain(&mut master);
+        assert!((287..=289).contains(&n), "{n}");
+        step(&mut p, 1501, 3000);
+        assert_eq!(
+            drain(&mut master),
+            1002 - 18 - n,
+            "the rest, END bytes included"
+        );
+        assert_eq!(p.counters.tx_line_bytes, 1002);
+        assert_eq!(p.next_write(), None);
+        // Idle: the next frame starts from now, not from the past.
+        assert!(p.send(&[1, 2, 3]));
+        p.flush(at_ms(10_000)).unwrap();
+        assert_eq!(drain(&mut master), 5);
+        // The buffer holds two full frames (more than 0.5 s at this rate).
+        assert!(p.send(&vec![0x11; 1400]));
+        assert!(p.send(&vec![0x11; 1400]));
+        assert!(!p.send(&vec![0x11; 1400]));
+        assert_eq!(p.counters.tx_overflow, 1);
+    }
+
+    #[test]
+    fn rate_follows_the_measured_line_bytes_and_the_backlog() {
+        let (mut master, slave) = open_pty(115200).unwrap();
+        let cfg = settings(slave.path(), 115200);
+        let initial = crate::config::serial_bps(115200, Framing::Cslip, 1420);
+        let mut p = SerialPath::new(
+            SerialSettings {
+                framing: Framing::Cslip,
+                ..cfg
+            },
+            initial,
+        );
+        p.open().unwrap();
+        assert!(p
+            .rate_update(at_ms(0))
+            .is_some_and(|b| b.abs_diff(initial) < 100));
+        // Compressed TCP: fewer line bytes than datagram bytes, so the rate goes up.
+        for round in 1..=20u64 {
+            for k in 0..4u32 {
+                let seq = (round as u32) * 4 + k;
+                assert!(
+                    p.send(&data(u64::from(seq), &tcp(seq * 1000, 1000))),
+                    "{round} {k} {:?} {}",
+                    p.counters,
+                    p.pending()
+                );
+            }
+            // Let the line take it all (no backlog).
+            step(&mut p, round * 1000, round * 1000 + 900);
+            drain(&mut master);
+            let _ = p.rate_update(at_ms(round * 1000 + 950));
+        }
+        let bps = p.rate_update(at_ms(30_000)).unwrap();
+        assert!(
+            bps > 92_160,
+            "{bps} above 80% of 115200: headers compressed"
+        );
+        // A backlog lowers it.
+        for k in 0..4u32 {
+            assert!(p.send(&data(u64::from(k), &tcp(k * 1000, 1000))));
+        }
+        let slow = p.rate_update(at_ms(31_000)).unwrap();
+        assert!(slow < bps * 9 / 10, "{slow} {bps}");
+        // A fixed bps is left alone.
+        let mut fixed = SerialPath::new(
+            SerialSettings {
+                auto_bps: false,
+                ..settings(slave.path(), 115200)
+            },
+            5000,
+        );
+        assert_eq!(fixed.rate_update(at_ms(0)), None);
+    }
+
+    #[test]
+    fn a_vanished_device_is_an_error_that_names_it() {
+        let mut p = SerialPath::new(
+            settings(std::path::Path::new("/dev/braid-no-tty"), 9600),
+            7000,
+        );
+        let e = p.open().unwrap_err();
+        assert!(e.to_string().contains("/dev/braid-no-tty"), "{e}");
+        assert!(!p.is_open());
+        assert!(!p.send(&[1, 2, 3]));
+        assert_eq!(p.counters.tx_closed, 1);
+    }
+}

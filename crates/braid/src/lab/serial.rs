@@ -1,0 +1,257 @@
+//! Serial lines in the lab: an emulated [`Line`] per serial path of a scenario, a timed
+//! TCP transfer of N bytes through the bond (optionally with a clamped MSS, which is how the
+//! lab gives TCP the MTU of a 1995 SLIP line), and ping RTTs.
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::line::{Line, LineConfig};
+use super::netns::{self, now, Topology};
+use super::scenario::Scenario;
+
+/// The emulated lines of a scenario's serial paths (`None` for UDP paths). Dropping it
+/// stops them: keep it until both daemons have stopped.
+pub struct SerialLines {
+    lines: Vec<Option<Line>>,
+}
+
+impl SerialLines {
+    /// Start a line for every serial path of `sc` (its `baud`, `byte_error_rate`,
+    /// `outages`, `latency_ms`; seeded by the path's index).
+    pub fn start(sc: &Scenario) -> Result<SerialLines> {
+        let mut lines = Vec::with_capacity(sc.paths.len());
+        for (i, p) in sc.paths.iter().enumerate() {
+            if !p.is_serial() {
+                lines.push(None);
+                continue;
+            }
+            let cfg = LineConfig {
+                baud: p.baud.unwrap_or(9600),
+                byte_error_rate: p.byte_error_rate,
+                seed: 1 + i as u64,
+                outages_ms: p.outages.iter().map(|o| (o[0], o[1])).collect(),
+                latency: Duration::from_secs_f64(p.latency_ms.max(0.0) / 1000.0),
+            };
+            let line = Line::start(cfg)
+                .with_context(|| format!("starting the line of serial path {}", p.name))?;
+            lines.push(Some(line));
+        }
+        Ok(SerialLines { lines })
+    }
+
+    /// `n` clean lines at `baud`.
+    pub fn clean(n: usize, baud: u32) -> Result<SerialLines> {
+        let mut lines = Vec::with_capacity(n);
+        for _ in 0..n {
+            lines.push(Some(
+                Line::start(LineConfig::new(baud)).context("starting a line")?,
+            ));
+        }
+        Ok(SerialLines { lines })
+    }
+
+    /// Each path's two devices (side a's, side b's), for
+    /// [`Scenario::daemon_config_with`].
+    pub fn devices(&self) -> Vec<Option<(PathBuf, PathBuf)>> {
+        self.lines
+            .iter()
+            .map(|l| l.as_ref().map(Line::paths))
+            .collect()
+    }
+
+    /// The lines (for their counters).
+    pub fn lines(&self) -> impl Iterator<Item = &Line> {
+        self.lines.iter().flatten()
+    }
+
+    /// The first relay error, if a relay stopped.
+    pub fn relay_error(&self) -> Option<String> {
+        self.lines().find_map(Line::relay_error)
+    }
+}
+
+/// The byte at offset `i` of a transfer: not periodic, so reordering, loss or duplication
+/// anywhere shows as a mismatch.
+pub fn pattern(i: u64) -> u8 {
+    let mut z = (i / 8).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).to_le_bytes()[(i % 8) as usize]
+}
+
+/// What a [`tcp_transfer`] measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Transfer {
+    /// Bytes the receiver got, each checked against [`pattern`].
+    pub bytes: u64,
+    /// From the connection's establishment until the receiver had every byte (its
+    /// one-byte answer to the sender's FIN arrived), seconds.
+    pub seconds: f64,
+}
+
+/// One TCP connection from namespace a to `dst:port` in namespace b, sending `bytes`
+/// bytes of [`pattern`] with the MSS clamped to `mss` (None: the route's). The receiver
+/// checks every byte. `idle` bounds every wait (accept, read, write).
+pub fn tcp_transfer(
+    topo: &Topology,
+    dst: Ipv4Addr,
+    port: u16,
+    bytes: u64,
+    mss: Option<u32>,
+    idle: Duration,
+) -> Result<Transfer> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let addr = SocketAddr::V4(SocketAddrV4::new(dst, port));
+    let rx = netns::spawn_in_netns(&topo.ns_b, move || -> Result<u64> {
+        let listener = TcpListener::bind(addr).context("bind in b")?;
+        listener.set_nonblocking(true)?;
+        let end = now() + idle;
+        let mut s = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && now() < end => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => bail!("accept: {e}"),
+            }
+        };
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(idle))?;
+        let mut buf = vec![0u8; 65536];
+        let mut off = 0u64;
+        loop {
+            let n = s.read(&mut buf).context("read in b")?;
+            if n == 0 {
+                break;
+            }
+            for (k, &b) in buf.iter().take(n).enumerate() {
+                if b != pattern(off + k as u64) {
+                    bail!(
+                        "byte {} differs: stream corrupted or out of order",
+                        off + k as u64
+                    );
+                }
+            }
+            off += n as u64;
+        }
+        // Tell the sender everything arrived.
+        let _ = s.write_all(&[1]);
+        Ok(off)
+    })?;
+    std::thread::sleep(Duration::from_millis(100));
+    let tx = netns::spawn_in_netns(&topo.ns_a, move || -> Result<f64> {
+        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+        if let Some(m) = mss {
+            s.set_tcp_mss(m).context("TCP_MAXSEG")?;
+        }
+        s.connect_timeout(&addr.into(), idle)
+            .context("connect from a")?;
+        let mut s: std::net::TcpStream = s.into();
+        s.set_write_timeout(Some(idle))?;
+        s.set_read_timeout(Some(idle))?;
+        let t0 = now();
+        let mut buf = vec![0u8; 65536];
+        let mut off = 0u64;
+        while off < bytes {
+            let n = usize::try_from((bytes - off).min(buf.len() as u64)).unwrap_or(buf.len());
+            for (k, b) in buf.iter_mut().take(n).enumerate() {
+                *b = pattern(off + k as u64);
+            }
+            s.write_all(buf.get(..n).unwrap_or(&[]))
+                .context("write from a")?;
+            off += n as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write)?;
+        let mut ack = [0u8; 1];
+        s.read_exact(&mut ack)
+            .context("waiting for the receiver's answer")?;
+        Ok((now() - t0).as_secs_f64())
+    })?;
+    let seconds = tx
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    let got = rx
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    if got != bytes {
+        bail!("sent {bytes} bytes, the receiver got {got}");
+    }
+    Ok(Transfer {
+        bytes: got,
+        seconds,
+    })
+}
+
+/// `ping -c count -i interval -s size dst` in namespace `ns`: (replies, average RTT ms).
+pub fn ping(
+    ns: &str,
+    dst: Ipv4Addr,
+    count: u32,
+    interval: Duration,
+    size: u32,
+) -> Result<(u32, Option<f64>)> {
+    let wait = Duration::from_secs_f64(interval.as_secs_f64() * f64::from(count) + 10.0);
+    let out = netns::run_timeout(
+        netns::ns_command(ns, "ping").args([
+            "-n",
+            "-q",
+            "-c",
+            &count.to_string(),
+            "-i",
+            &format!("{:.3}", interval.as_secs_f64()),
+            "-s",
+            &size.to_string(),
+            "-W",
+            "5",
+            &dst.to_string(),
+        ]),
+        wait,
+    )?;
+    Ok(parse_ping(&out.stdout))
+}
+
+/// Replies and average RTT from `ping -q`'s summary.
+pub fn parse_ping(text: &str) -> (u32, Option<f64>) {
+    let replies = text
+        .lines()
+        .find(|l| l.contains("received"))
+        .and_then(|l| l.split(',').nth(1))
+        .and_then(|f| f.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let avg = text
+        .lines()
+        .find(|l| l.starts_with("rtt") || l.starts_with("round-trip"))
+        .and_then(|l| l.split('=').nth(1))
+        .and_then(|v| v.trim().split('/').nth(1))
+        .and_then(|a| a.parse().ok());
+    (replies, avg)
+}
+
+/// True when the `ping` program is there.
+pub fn have_ping() -> bool {
+    netns::which("ping").is_some() || Command::new("ping").arg("-V").output().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_summary_parses() {
+        let text = "PING 10.200.0.2 (10.200.0.2) 56(84) bytes of data.\n\n--- 10.200.0.2 ping statistics ---\n10 packets transmitted, 9 received, 10% packet loss, time 1804ms\nrtt min/avg/max/mdev = 16.894/17.702/18.911/0.520 ms\n";
+        assert_eq!(parse_ping(text), (9, Some(17.702)));
+        assert_eq!(parse_ping("garbage"), (0, None));
+    }
+
+    #[test]
+    fn pattern_is_not_periodic_in_small_steps() {
+        let a: Vec<u8> = (0..64).map(pattern).collect();
+        let b: Vec<u8> = (64..128).map(pattern).collect();
+        assert_ne!(a, b);
+    }
+}

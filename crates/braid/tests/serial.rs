@@ -1,0 +1,106 @@
+//! Integration test over emulated serial lines in network namespaces: the real `braid`
+//! binary on both ends of two lines (115200 bd CSLIP and 57600 bd SLIP, the lab's pty
+//! line emulator), ping through the bond, and a TCP transfer that must arrive
+//! byte-identical.
+//!
+//! Needs root (namespaces, TUN). Without it the test skips with a message, unless
+//! `BRAID_REQUIRE_NETNS=1`, which makes it fail instead.
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::Result;
+use braid::lab::netns::{self, Topology};
+use braid::lab::run::{paths_of, Daemons};
+use braid::lab::scenario::Scenario;
+use braid::lab::serial::{self, SerialLines};
+
+const BRAID: &str = env!("CARGO_BIN_EXE_braid");
+const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
+
+fn usable() -> bool {
+    let why = if !netns::is_root() {
+        Some("not running as root")
+    } else if netns::which("ip").is_none() {
+        Some("`ip` (iproute2) not found")
+    } else if !std::path::Path::new("/dev/net/tun").exists() {
+        Some("/dev/net/tun missing")
+    } else if !serial::have_ping() {
+        Some("`ping` not found")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
+            panic!("BRAID_REQUIRE_NETNS=1 but the serial netns test cannot run: {why}");
+        }
+        eprintln!("SKIPPED: needs network namespaces, a TUN device and ping ({why}); run as root");
+        return false;
+    }
+    true
+}
+
+const SCENARIO: &str = r#"
+name = "serial-test"
+[bond]
+scheduler = "adaptive"
+probe_interval_ms = 500
+queue_max_delay_ms = 500
+reorder_max_ms = 400
+[[path]]
+name = "fast"
+kind = "serial"
+baud = 115200
+framing = "cslip"
+[[path]]
+name = "slow"
+kind = "serial"
+baud = 57600
+framing = "slip"
+[[test]]
+"#;
+
+#[test]
+fn ping_and_tcp_through_a_bond_of_two_serial_lines() -> Result<()> {
+    if !usable() {
+        return Ok(());
+    }
+    let sc = Scenario::parse(SCENARIO)?;
+    let topo = Topology::new(1)?;
+    let lines = SerialLines::start(&sc)?;
+    let devices = lines.devices();
+    let cfg_a = sc.daemon_config_with(true, &topo.links, None, &devices)?;
+    let cfg_b = sc.daemon_config_with(false, &topo.links, None, &devices)?;
+    let mut d = Daemons::start(BRAID.as_ref(), &topo, "serial", &cfg_a, &cfg_b)?;
+    d.wait_paths_up(&["fast", "slow"], Duration::from_secs(15))?;
+
+    let (replies, rtt) = serial::ping(&topo.ns_a, BOND_B, 5, Duration::from_millis(200), 56)?;
+    assert_eq!(replies, 5, "every ping answered");
+    // 84 + 20 bytes each way at 5760-11520 bytes/s: about 10-40 ms.
+    let rtt = rtt.expect("an average RTT");
+    assert!(rtt > 5.0 && rtt < 200.0, "rtt {rtt} ms");
+
+    let bytes = 200_000;
+    let a0 = paths_of(&d.status_a()?);
+    let t = serial::tcp_transfer(&topo, BOND_B, 5301, bytes, None, Duration::from_secs(30))?;
+    assert_eq!(t.bytes, bytes, "every byte arrived, in order, unchanged");
+    // 200 KB over 11520 + 5760 bytes/s of line: at least ~11.6 s; both lines carry.
+    assert!(t.seconds > 10.0 && t.seconds < 40.0, "{} s", t.seconds);
+    let a1 = paths_of(&d.status_a()?);
+    for name in ["fast", "slow"] {
+        let before = a0.iter().find(|p| p.name == name).map_or(0, |p| p.tx_bytes);
+        let after = a1.iter().find(|p| p.name == name).map_or(0, |p| p.tx_bytes);
+        assert!(
+            after - before > 20_000,
+            "path {name} carried {} bytes",
+            after - before
+        );
+    }
+    let st = d.status_a()?;
+    let io = st["io"].as_array().expect("io");
+    assert_eq!(io[0]["kind"], "serial");
+    assert_eq!(io[0]["serial"]["framing"], "cslip");
+    assert_eq!(io[0]["serial"]["tty"], "open");
+    drop(d);
+    assert_eq!(lines.relay_error(), None);
+    Ok(())
+}
