@@ -144,6 +144,16 @@ fn ns(now: Instant) -> i64 {
         .saturating_mul(1000)
 }
 
+/// The prios set in a `prio_activity`-style mask, lowest first.
+fn prios(mask: u8) -> impl Iterator<Item = usize> {
+    let mut m = mask;
+    core::iter::from_fn(move || {
+        let prio = m.trailing_zeros() as usize;
+        m &= m.wrapping_sub(1);
+        (prio < NUMPRIO).then_some(prio)
+    })
+}
+
 /// The first microsecond at or after `t` ns.
 fn instant_at(t: i64) -> Instant {
     let t = u64::try_from(t).unwrap_or(0);
@@ -539,9 +549,9 @@ impl Shaper {
         let Some(cl) = self.classes.get(i) else {
             return;
         };
-        let mode = cl.mode(t);
+        let (mode, event) = cl.mode_and_event(t);
         // Never due again at `t` (the arithmetic says so; this keeps the loop finite).
-        let event = cl.next_event(t).map(|e| e.max(t.saturating_add(1)));
+        let event = event.map(|e| e.max(t.saturating_add(1)));
         self.change_mode(i, mode);
         self.wait.set(i, event);
     }
@@ -649,10 +659,10 @@ impl Shaper {
             let Some(pc) = self.classes.get_mut(p) else {
                 return;
             };
-            for (prio, feed) in pc.feeds.iter_mut().enumerate() {
-                if mask & (1 << prio) == 0 {
+            for prio in prios(mask) {
+                let Some(feed) = pc.feeds.get_mut(prio) else {
                     continue;
-                }
+                };
                 if !feed.is_empty() {
                     // The parent feeds this prio already: it is linked as it should be.
                     mask &= !(1 << prio);
@@ -692,10 +702,10 @@ impl Shaper {
             };
             let m = mask;
             mask = 0;
-            for (prio, feed) in pc.feeds.iter_mut().enumerate() {
-                if m & (1 << prio) == 0 {
+            for prio in prios(m) {
+                let Some(feed) = pc.feeds.get_mut(prio) else {
                     continue;
-                }
+                };
                 feed.remove(pos);
                 if feed.is_empty() {
                     mask |= 1 << prio;
@@ -724,10 +734,10 @@ impl Shaper {
         else {
             return;
         };
-        for (prio, row) in rows.iter_mut().enumerate() {
-            if mask & (1 << prio) == 0 {
+        for prio in prios(mask) {
+            let Some(row) = rows.get_mut(prio) else {
                 continue;
-            }
+            };
             if add {
                 row.insert(pos);
                 *row_mask |= 1 << prio;

@@ -246,10 +246,15 @@ impl Class {
 
     /// When the mode next improves (the kernel's `pq_key`), in ns; `None` in CAN_SEND.
     pub(super) fn next_event(&self, t: i64) -> Option<i64> {
+        self.mode_and_event(t).1
+    }
+
+    /// `mode(t)` and `next_event(t)` in one pass.
+    pub(super) fn mode_and_event(&self, t: i64) -> (Mode, Option<i64>) {
         match self.mode(t) {
-            Mode::CanSend => None,
-            Mode::CantSend => Some(self.t_c.saturating_sub(self.ctokens)),
-            Mode::MayBorrow => Some(self.t_c.saturating_sub(self.tokens)),
+            Mode::CanSend => (Mode::CanSend, None),
+            Mode::CantSend => (Mode::CantSend, Some(self.t_c.saturating_sub(self.ctokens))),
+            Mode::MayBorrow => (Mode::MayBorrow, Some(self.t_c.saturating_sub(self.tokens))),
         }
     }
 

@@ -117,8 +117,9 @@ impl WaitQueue {
                 self.sift_up(last);
             }
             (Some(key), _) => {
-                if let Some(e) = self.heap.get_mut(k) {
-                    e.0 = key;
+                match self.heap.get_mut(k) {
+                    Some(e) if e.0 != key => e.0 = key,
+                    _ => return,
                 }
                 let k = self.sift_up(k);
                 self.sift_down(k);
