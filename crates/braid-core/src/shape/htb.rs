@@ -26,7 +26,7 @@ mod sets;
 mod tests;
 
 use self::class::{
-    accnt, l2t_ns, Class, Counters, Cursor, Leaf, LinkBucket, Mode, Params, MAXDEPTH, NUMPRIO,
+    accnt, Class, Costs, Counters, Cursor, Leaf, LinkBucket, Mode, Params, MAXDEPTH, NUMPRIO,
 };
 use self::queue::{Fifo, Pool};
 use self::sets::{Bits, WaitQueue};
@@ -316,6 +316,7 @@ impl Shaper {
                 counters: Counters::default(),
                 p,
                 spec: c.clone(),
+                costs: Costs::NONE,
             });
         }
         let mut by_id: Vec<(ClassId, usize)> =
@@ -844,26 +845,17 @@ impl Shaper {
                 break;
             };
             let diff = cl.diff(t);
+            let (rate_cost, ceil_cost) = cl.costs(bytes);
             if cl.level >= level {
                 if cl.level == level {
                     cl.counters.lends += 1;
                 }
-                cl.tokens = accnt(
-                    cl.tokens,
-                    cl.p.buffer_ns,
-                    diff,
-                    l2t_ns(cl.p.rate_bps, bytes),
-                );
+                cl.tokens = accnt(cl.tokens, cl.p.buffer_ns, diff, rate_cost);
             } else {
                 cl.counters.borrows += 1;
                 cl.tokens = cl.tokens.saturating_add(diff);
             }
-            cl.ctokens = accnt(
-                cl.ctokens,
-                cl.p.cbuffer_ns,
-                diff,
-                l2t_ns(cl.p.ceil_bps, bytes),
-            );
+            cl.ctokens = accnt(cl.ctokens, cl.p.cbuffer_ns, diff, ceil_cost);
             cl.t_c = t;
             cl.counters.sent_bytes += bytes;
             cl.counters.sent_packets += 1;
@@ -1020,6 +1012,7 @@ impl Shaper {
         if let Some(cl) = self.classes.get_mut(idx) {
             // As the kernel: balances are kept (and capped by the next accounting).
             cl.p = p;
+            cl.costs = Costs::NONE;
             if spec.name.is_some() {
                 cl.name = spec.name.clone();
             }

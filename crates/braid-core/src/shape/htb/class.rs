@@ -224,6 +224,27 @@ pub(super) struct Class {
     pub counters: Counters,
     /// The settings as configured (or last changed), for `class_spec`.
     pub spec: ClassSpec,
+    /// The last packet length charged and its cost at rate and ceil.
+    pub costs: Costs,
+}
+
+/// A packet length and its transmit times at a class's rate and ceil (`l2t_ns`), kept
+/// because most packets are as long as the one before and a division costs tens of
+/// cycles. Reset whenever the rates change.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Costs {
+    len: u64,
+    rate_ns: i64,
+    ceil_ns: i64,
+}
+
+impl Costs {
+    /// Nothing cached.
+    pub(super) const NONE: Costs = Costs {
+        len: u64::MAX,
+        rate_ns: 0,
+        ceil_ns: 0,
+    };
 }
 
 impl Class {
@@ -267,6 +288,18 @@ impl Class {
         )
     }
 
+    /// `len` bytes' transmit times at rate and at ceil.
+    pub(super) fn costs(&mut self, len: u64) -> (i64, i64) {
+        if self.costs.len != len {
+            self.costs = Costs {
+                len,
+                rate_ns: l2t_ns(self.p.rate_bps, len),
+                ceil_ns: l2t_ns(self.p.ceil_bps, len),
+            };
+        }
+        (self.costs.rate_ns, self.costs.ceil_ns)
+    }
+
     pub(super) fn backlog_packets(&self) -> usize {
         self.leaf.as_ref().map_or(0, |l| l.queue.len())
     }
@@ -285,6 +318,8 @@ pub(super) struct LinkBucket {
     pub gate_ns: i64,
     pub tokens: i64,
     pub t_c: i64,
+    /// The last packet length charged and its cost (`len`, ns).
+    last_cost: (u64, i64),
 }
 
 impl LinkBucket {
@@ -301,6 +336,7 @@ impl LinkBucket {
             gate_ns,
             tokens: buffer_ns,
             t_c: t,
+            last_cost: (u64::MAX, 0),
         }
     }
 
@@ -329,7 +365,10 @@ impl LinkBucket {
             return;
         }
         let diff = self.diff(t);
-        self.tokens = accnt(self.tokens, self.buffer_ns, diff, l2t_ns(self.bps, len));
+        if self.last_cost.0 != len {
+            self.last_cost = (len, l2t_ns(self.bps, len));
+        }
+        self.tokens = accnt(self.tokens, self.buffer_ns, diff, self.last_cost.1);
         self.t_c = t;
     }
 
