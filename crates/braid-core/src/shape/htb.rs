@@ -2,16 +2,17 @@
 //!
 //! The decisions are the kernel's (`net/sched/sch_htb.c`): token and ctoken accounting in
 //! nanoseconds of transmit time, the three class modes, borrowing level by level, lower
-//! prio first, deficit round robin among equal prio, ceil charged on every ancestor. The
-//! data structures are not: instead of rows, feeds and wait queues kept up to date by
-//! events, each [`Shaper::dequeue`] recomputes the modes of the backlogged leaves and
-//! their ancestors at `now` and walks the same DRR pointers the kernel keeps. What differs
-//! on purpose is listed in `docs/shaping.md`.
+//! prio first, deficit round robin among equal prio, ceil charged on every ancestor. So
+//! are the data structures, in cheaper forms: cached modes with a wait queue of mode
+//! changes (`wait_pq`), rows and feeds kept up to date by `htb_activate_prios` and
+//! friends, as bitsets over id-sorted classes instead of rb-trees. What differs on
+//! purpose is listed in `docs/shaping.md`.
 //!
 //! | submodule | what it is |
 //! | --- | --- |
 //! | `class` | one class: parameters, token buckets, mode; the link bucket |
 //! | `queue` | leaf FIFOs over pooled buffers, the 1 s rate meter |
+//! | `sets` | rows and feeds as bitsets, the wait queue as an indexed heap |
 
 use core::fmt;
 
