@@ -15,6 +15,8 @@ fn main() {
 
 const PACKET: usize = 1400;
 const BACKLOG: usize = 64;
+/// Rounds run before measuring (several times the 1000-class tree's leaf count).
+const WARMUP: usize = 20_000;
 const SEED: &str = include_str!("../../../scenarios/htb-seed.tc");
 
 /// The seed's household, scaled to 10 Gbit/s so the bench is not waiting on tokens.
@@ -73,23 +75,31 @@ fn run(bencher: divan::Bencher, spec: ShapeSpec) {
         let _ = shaper.enqueue_to(Instant::ZERO, leaves[i % leaves.len()], &packet);
     }
     let mut i = 0usize;
+    let mut round = || {
+        i += 1;
+        now_ns += step_ns;
+        let now = Instant::from_micros(now_ns / 1000);
+        let _ = shaper.enqueue_to(now, leaves[i % leaves.len()], &packet);
+        divan::black_box(shaper.dequeue(now, &mut buf));
+    };
+    // Steady state first: the buckets start full, so the first rounds would measure a
+    // tree where nobody borrows and no mode ever changes.
+    for _ in 0..WARMUP {
+        round();
+    }
     bencher
         .counter(divan::counter::ItemsCount::new(1usize))
-        .bench_local(|| {
-            i += 1;
-            now_ns += step_ns;
-            let now = Instant::from_micros(now_ns / 1000);
-            let _ = shaper.enqueue_to(now, leaves[i % leaves.len()], &packet);
-            divan::black_box(shaper.dequeue(now, &mut buf));
-        });
+        .bench_local(round);
 }
 
-#[divan::bench]
+// Many rounds per sample: one round is a few timer ticks, and the state moves on with
+// every round, so divan's default of one round per sample measured only the first 100.
+#[divan::bench(sample_count = 200, sample_size = 200)]
 fn enqueue_dequeue_4_classes(bencher: divan::Bencher) {
     run(bencher, seed_spec());
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 200, sample_size = 200)]
 fn enqueue_dequeue_1000_classes(bencher: divan::Bencher) {
     run(bencher, thousand());
 }

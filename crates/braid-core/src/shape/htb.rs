@@ -2,16 +2,17 @@
 //!
 //! The decisions are the kernel's (`net/sched/sch_htb.c`): token and ctoken accounting in
 //! nanoseconds of transmit time, the three class modes, borrowing level by level, lower
-//! prio first, deficit round robin among equal prio, ceil charged on every ancestor. The
-//! data structures are not: instead of rows, feeds and wait queues kept up to date by
-//! events, each [`Shaper::dequeue`] recomputes the modes of the backlogged leaves and
-//! their ancestors at `now` and walks the same DRR pointers the kernel keeps. What differs
-//! on purpose is listed in `docs/shaping.md`.
+//! prio first, deficit round robin among equal prio, ceil charged on every ancestor. So
+//! are the data structures, in cheaper forms: cached modes with a wait queue of mode
+//! changes (`wait_pq`), rows and feeds kept up to date by `htb_activate_prios` and
+//! friends, as bitsets over id-sorted classes instead of rb-trees. What differs on
+//! purpose is listed in `docs/shaping.md`.
 //!
 //! | submodule | what it is |
 //! | --- | --- |
 //! | `class` | one class: parameters, token buckets, mode; the link bucket |
 //! | `queue` | leaf FIFOs over pooled buffers, the 1 s rate meter |
+//! | `sets` | rows and feeds as bitsets, the wait queue as an indexed heap |
 
 use core::fmt;
 
@@ -21,13 +22,15 @@ use crate::Instant;
 
 mod class;
 mod queue;
+mod sets;
 #[cfg(test)]
 mod tests;
 
 use self::class::{
-    accnt, l2t_ns, Class, Counters, Cursor, Leaf, LinkBucket, Mode, Params, MAXDEPTH, NUMPRIO,
+    accnt, Class, Costs, Counters, Cursor, Leaf, LinkBucket, Mode, Params, MAXDEPTH, NUMPRIO,
 };
 use self::queue::{Fifo, Pool};
+use self::sets::{Bits, WaitQueue};
 
 /// Why a spec cannot be built into a shaper (or a change applied).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,16 +118,23 @@ pub struct Shaper {
     link: LinkBucket,
     /// Row DRR pointers, `[level][prio]` (`hlevel[level].hprio[prio].ptr`).
     row_ptr: [[Cursor; NUMPRIO]; MAXDEPTH],
+    /// Per level, its classes sorted by id: the universe a row's positions index.
+    level_members: [Vec<usize>; MAXDEPTH],
+    /// The rows, `[level][prio]` (`hlevel[level].hprio[prio].row`): classes in CAN_SEND
+    /// with a backlogged leaf of that prio below them.
+    rows: [[Bits; NUMPRIO]; MAXDEPTH],
+    /// Per level, the prios whose row is not empty (`q->row_mask[level]`).
+    row_mask: [u8; MAXDEPTH],
+    /// Classes not in CAN_SEND by the time their mode improves (`wait_pq`).
+    wait: WaitQueue,
+    /// The `now` of the last event processing: an earlier `now` rebuilds the modes.
+    events_at: i64,
     /// Backlogged leaves (the kernel's "active" classes), in no particular order.
     active: Vec<usize>,
     pool: Pool,
     backlog: usize,
     wakeup: Option<Instant>,
-    /// Scratch, reused on every dequeue: per class, the dequeue pass it was last marked
-    /// in (on the path from a candidate leaf to its lender).
-    marks: Vec<u64>,
-    pass: u64,
-    row_members: Vec<usize>,
+    /// Scratch for `lookup_leaf` (the kernel's `stk`).
     stack: Vec<(Option<usize>, usize)>,
 }
 
@@ -133,6 +143,16 @@ fn ns(now: Instant) -> i64 {
     i64::try_from(now.as_micros())
         .unwrap_or(i64::MAX)
         .saturating_mul(1000)
+}
+
+/// The prios set in a `prio_activity`-style mask, lowest first.
+fn prios(mask: u8) -> impl Iterator<Item = usize> {
+    let mut m = mask;
+    core::iter::from_fn(move || {
+        let prio = m.trailing_zeros() as usize;
+        m &= m.wrapping_sub(1);
+        (prio < NUMPRIO).then_some(prio)
+    })
 }
 
 /// The first microsecond at or after `t` ns.
@@ -282,16 +302,53 @@ impl Shaper {
                     queue: Fifo::default(),
                     deficit: [0; MAXDEPTH],
                     dropped: 0,
+                    active_slot: 0,
                 }),
                 feed_ptr: [Cursor::End; NUMPRIO],
+                mode: Mode::CanSend,
+                prio_activity: 0,
+                feeds: if kids.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Bits::with_len(kids.len()); NUMPRIO]
+                },
+                row_pos: 0,
+                feed_pos: 0,
                 counters: Counters::default(),
                 p,
                 spec: c.clone(),
+                costs: Costs::NONE,
             });
         }
         let mut by_id: Vec<(ClassId, usize)> =
             classes.iter().enumerate().map(|(k, c)| (c.id, k)).collect();
         by_id.sort();
+        // Row and feed positions: by id within a level, and within a parent's children.
+        let mut level_members: [Vec<usize>; MAXDEPTH] = Default::default();
+        for &(_, k) in &by_id {
+            let Some(cl) = classes.get_mut(k) else {
+                continue;
+            };
+            if let Some(members) = level_members.get_mut(usize::from(cl.level)) {
+                cl.row_pos = members.len();
+                members.push(k);
+            }
+        }
+        for k in 0..classes.len() {
+            let kids = classes
+                .get(k)
+                .map(|c| c.children.clone())
+                .unwrap_or_default();
+            for (pos, kid) in kids.into_iter().enumerate() {
+                if let Some(c) = classes.get_mut(kid) {
+                    c.feed_pos = pos;
+                }
+            }
+        }
+        let rows = core::array::from_fn(|level| {
+            let len = level_members.get(level).map_or(0, Vec::len);
+            core::array::from_fn(|_| Bits::with_len(len))
+        });
 
         let leaf_index = |id: ClassId| -> Option<usize> {
             let k = by_id.binary_search_by_key(&id, |&(i, _)| i).ok()?;
@@ -319,28 +376,29 @@ impl Shaper {
         let n = classes.len();
         let link_fixed = spec.link_bps.is_some();
         let link = LinkBucket::new(spec.link_bps.unwrap_or(link_bps), mtu, t);
-        Ok((
-            Self {
-                classes,
-                by_id,
-                default_leaf,
-                classifier: Classifier::new(&spec.filters, default_id),
-                r2q,
-                mtu,
-                link_fixed,
-                link,
-                row_ptr: [[Cursor::End; NUMPRIO]; MAXDEPTH],
-                active: Vec::with_capacity(n),
-                pool: Pool::default(),
-                backlog: 0,
-                wakeup: None,
-                marks: vec![0; n],
-                pass: 0,
-                row_members: Vec::with_capacity(n),
-                stack: Vec::with_capacity(MAXDEPTH + 1),
-            },
-            warnings,
-        ))
+        let mut shaper = Self {
+            classes,
+            by_id,
+            default_leaf,
+            classifier: Classifier::new(&spec.filters, default_id),
+            r2q,
+            mtu,
+            link_fixed,
+            link,
+            row_ptr: [[Cursor::End; NUMPRIO]; MAXDEPTH],
+            level_members,
+            rows,
+            row_mask: [0; MAXDEPTH],
+            wait: WaitQueue::new(n),
+            events_at: t,
+            active: Vec::with_capacity(n),
+            pool: Pool::default(),
+            backlog: 0,
+            wakeup: None,
+            stack: Vec::with_capacity(MAXDEPTH + 1),
+        };
+        shaper.rebuild(t);
+        Ok((shaper, warnings))
     }
 
     fn index_of(&self, id: ClassId) -> Option<usize> {
@@ -384,11 +442,15 @@ impl Shaper {
             leaf.dropped += 1;
             return Enqueued::Dropped(id);
         }
-        if leaf.queue.is_empty() {
-            self.active.push(idx);
+        let was_idle = leaf.queue.is_empty();
+        if was_idle {
+            leaf.active_slot = self.active.len();
         }
         leaf.queue.push(self.pool.filled(packet));
         self.backlog += 1;
+        if was_idle {
+            self.activate(idx);
+        }
         self.wakeup = Some(self.wakeup.map_or(now, |w| w.min(now)));
         Enqueued::Queued(id)
     }
@@ -407,57 +469,60 @@ impl Shaper {
                 self.wakeup = Some(self.watchdog(t));
                 return None;
             }
-            let Some((level, prio)) = self.best_row(t) else {
+            self.do_events(t);
+            #[cfg(test)]
+            self.check_rows(t);
+            let Some((level, prio)) = self.best_row() else {
                 self.wakeup = Some(self.watchdog(t));
                 return None;
             };
-            self.mark_row(t, level, prio);
             let leaf = self.lookup_leaf(level, prio)?;
             let cl = self.classes.get_mut(leaf)?;
             let id = cl.id;
             let quantum = i64::from(cl.p.quantum);
             let parent = cl.parent;
+            let (row_pos, feed_pos) = (cl.row_pos, cl.feed_pos);
             let lf = cl.leaf.as_mut()?;
             let pkt = lf.queue.pop()?;
             self.backlog -= 1;
-            if lf.queue.is_empty() {
-                // `htb_deactivate`.
-                if let Some(k) = self.active.iter().position(|&a| a == leaf) {
-                    self.active.swap_remove(k);
-                }
-            }
             let len = pkt.len();
-            let Some(dst) = buf.get_mut(..len) else {
+            let fits = buf.len() >= len;
+            if let Some(dst) = buf.get_mut(..len) {
+                dst.copy_from_slice(&pkt);
+            } else {
                 lf.dropped += 1;
-                self.pool.put(pkt);
-                continue;
-            };
-            dst.copy_from_slice(&pkt);
+            }
             self.pool.put(pkt);
             // `htb_dequeue_tree`: DRR with a per-level deficit.
             let lvl = usize::from(level);
-            if let Some(d) = lf.deficit.get_mut(lvl) {
-                *d -= len as i64;
-                if *d < 0 {
-                    *d += quantum;
-                    let next = Cursor::At(u64::from(id.0) + 1);
-                    let p = usize::from(prio);
-                    match (level, parent) {
-                        (0, _) | (_, None) => {
-                            if let Some(c) = self.row_ptr[0].get_mut(p) {
-                                *c = next;
-                            }
-                        }
-                        (_, Some(par)) => {
-                            if let Some(c) = self
-                                .classes
-                                .get_mut(par)
-                                .and_then(|pc| pc.feed_ptr.get_mut(p))
-                            {
-                                *c = next;
-                            }
-                        }
+            let mut advance = false;
+            if fits {
+                if let Some(d) = lf.deficit.get_mut(lvl) {
+                    *d -= len as i64;
+                    if *d < 0 {
+                        *d += quantum;
+                        advance = true;
                     }
+                }
+            }
+            if lf.queue.is_empty() {
+                self.deactivate(leaf);
+            }
+            if !fits {
+                continue;
+            }
+            if advance {
+                let p = usize::from(prio);
+                let cursor = match (level, parent) {
+                    (0, _) | (_, None) => self.row_ptr[0].get_mut(p).map(|c| (c, row_pos)),
+                    (_, Some(par)) => self
+                        .classes
+                        .get_mut(par)
+                        .and_then(|pc| pc.feed_ptr.get_mut(p))
+                        .map(|c| (c, feed_pos)),
+                };
+                if let Some((c, pos)) = cursor {
+                    *c = Cursor::At(pos + 1);
                 }
             }
             self.charge(now, leaf, level, len as u64);
@@ -467,88 +532,258 @@ impl Shaper {
         }
     }
 
-    /// The class a backlogged leaf sends through at `t` (itself, or the first ancestor in
-    /// CAN_SEND above a chain of MAY_BORROW classes), as `htb_activate_prios` links it.
-    fn lender(&self, leaf: usize, t: i64) -> Option<usize> {
-        let mut c = leaf;
-        loop {
-            let cl = self.classes.get(c)?;
-            match cl.mode(t) {
-                Mode::CanSend => return Some(c),
-                Mode::CantSend => return None,
-                Mode::MayBorrow => c = cl.parent?,
+    /// `htb_do_events`: every class whose mode improves by `t` gets its new mode (and, if
+    /// it still is not CAN_SEND, its next event). A `t` earlier than the last one (a clock
+    /// that went back) recomputes every mode instead: modes only improve with time.
+    fn do_events(&mut self, t: i64) {
+        if t < self.events_at {
+            self.rebuild(t);
+        }
+        self.events_at = t;
+        while let Some(i) = self.wait.pop_due(t) {
+            self.update_mode(i, t);
+        }
+    }
+
+    /// Brings class `i`'s mode to `t` and files its next event (`htb_change_class_mode`
+    /// plus `htb_add_to_wait_tree`).
+    fn update_mode(&mut self, i: usize, t: i64) {
+        let Some(cl) = self.classes.get(i) else {
+            return;
+        };
+        let (mode, event) = cl.mode_and_event(t);
+        // Never due again at `t` (the arithmetic says so; this keeps the loop finite).
+        let event = event.map(|e| e.max(t.saturating_add(1)));
+        self.change_mode(i, mode);
+        self.wait.set(i, event);
+    }
+
+    /// Recomputes every mode at `t` and relinks every backlogged leaf from scratch (at
+    /// build time, after a class change, and when the clock went back). The DRR pointers
+    /// and deficits are kept.
+    fn rebuild(&mut self, t: i64) {
+        for row in self.rows.iter_mut().flatten() {
+            row.clear();
+        }
+        self.row_mask = [0; MAXDEPTH];
+        self.wait.clear();
+        for i in 0..self.classes.len() {
+            if let Some(cl) = self.classes.get_mut(i) {
+                cl.prio_activity = 0;
+                cl.feeds.iter_mut().for_each(Bits::clear);
+                cl.mode = cl.mode(t);
+                let event = cl.next_event(t).map(|e| e.max(t.saturating_add(1)));
+                self.wait.set(i, event);
+            }
+        }
+        for k in 0..self.active.len() {
+            if let Some(&leaf) = self.active.get(k) {
+                self.link_leaf(leaf);
+            }
+        }
+        self.events_at = t;
+    }
+
+    /// `htb_activate`: a leaf's queue became non-empty.
+    fn activate(&mut self, leaf: usize) {
+        self.active.push(leaf);
+        self.link_leaf(leaf);
+    }
+
+    /// Sets a backlogged leaf's own prio active and links it (`htb_activate` minus the
+    /// list of active classes).
+    fn link_leaf(&mut self, leaf: usize) {
+        if let Some(cl) = self.classes.get_mut(leaf) {
+            cl.prio_activity = 1 << cl.p.prio;
+            self.activate_prios(leaf);
+        }
+    }
+
+    /// `htb_deactivate`: a leaf's queue became empty.
+    fn deactivate(&mut self, leaf: usize) {
+        self.deactivate_prios(leaf);
+        let Some(slot) = self.classes.get_mut(leaf).and_then(|cl| {
+            cl.prio_activity = 0;
+            cl.leaf.as_ref().map(|l| l.active_slot)
+        }) else {
+            return;
+        };
+        if self.active.get(slot) != Some(&leaf) {
+            return;
+        }
+        self.active.swap_remove(slot);
+        if let Some(&moved) = self.active.get(slot) {
+            if let Some(l) = self.classes.get_mut(moved).and_then(|c| c.leaf.as_mut()) {
+                l.active_slot = slot;
+            }
+        }
+    }
+
+    /// `htb_change_class_mode`: unlink with the old mode, relink with the new one.
+    fn change_mode(&mut self, i: usize, mode: Mode) {
+        let Some(cl) = self.classes.get_mut(i) else {
+            return;
+        };
+        if cl.mode == mode {
+            return;
+        }
+        if cl.prio_activity == 0 {
+            cl.mode = mode;
+            return;
+        }
+        if cl.mode != Mode::CantSend {
+            self.deactivate_prios(i);
+        }
+        if let Some(cl) = self.classes.get_mut(i) {
+            cl.mode = mode;
+        }
+        if mode != Mode::CantSend {
+            self.activate_prios(i);
+        }
+    }
+
+    /// `htb_activate_prios`: class `i`'s active prios enter its parent's feeds while it
+    /// may borrow (and so on up while the parent may borrow too and did not feed those
+    /// prios already), or its row when the walk ends at a class in CAN_SEND.
+    fn activate_prios(&mut self, i: usize) {
+        let mut c = i;
+        let Some(mut mask) = self.classes.get(c).map(|cl| cl.prio_activity) else {
+            return;
+        };
+        while mask != 0 {
+            let Some(cl) = self.classes.get(c) else {
+                return;
+            };
+            let (Mode::MayBorrow, Some(p)) = (cl.mode, cl.parent) else {
+                break;
+            };
+            let pos = cl.feed_pos;
+            let Some(pc) = self.classes.get_mut(p) else {
+                return;
+            };
+            for prio in prios(mask) {
+                let Some(feed) = pc.feeds.get_mut(prio) else {
+                    continue;
+                };
+                if !feed.is_empty() {
+                    // The parent feeds this prio already: it is linked as it should be.
+                    mask &= !(1 << prio);
+                }
+                feed.insert(pos);
+            }
+            pc.prio_activity |= mask;
+            c = p;
+        }
+        if mask != 0
+            && self
+                .classes
+                .get(c)
+                .is_some_and(|cl| cl.mode == Mode::CanSend)
+        {
+            self.row_update(c, mask, true);
+        }
+    }
+
+    /// `htb_deactivate_prios`: the reverse of `activate_prios`, with class `i`'s current
+    /// mode; a parent whose feed empties stops being active for that prio.
+    fn deactivate_prios(&mut self, i: usize) {
+        let mut c = i;
+        let Some(mut mask) = self.classes.get(c).map(|cl| cl.prio_activity) else {
+            return;
+        };
+        while mask != 0 {
+            let Some(cl) = self.classes.get(c) else {
+                return;
+            };
+            let (Mode::MayBorrow, Some(p)) = (cl.mode, cl.parent) else {
+                break;
+            };
+            let pos = cl.feed_pos;
+            let Some(pc) = self.classes.get_mut(p) else {
+                return;
+            };
+            let m = mask;
+            mask = 0;
+            for prio in prios(m) {
+                let Some(feed) = pc.feeds.get_mut(prio) else {
+                    continue;
+                };
+                feed.remove(pos);
+                if feed.is_empty() {
+                    mask |= 1 << prio;
+                }
+            }
+            pc.prio_activity &= !mask;
+            c = p;
+        }
+        if mask != 0
+            && self
+                .classes
+                .get(c)
+                .is_some_and(|cl| cl.mode == Mode::CanSend)
+        {
+            self.row_update(c, mask, false);
+        }
+    }
+
+    /// `htb_add_class_to_row` / `htb_remove_class_from_row`.
+    fn row_update(&mut self, c: usize, mask: u8, add: bool) {
+        let Some(cl) = self.classes.get(c) else {
+            return;
+        };
+        let (level, pos) = (usize::from(cl.level), cl.row_pos);
+        let (Some(rows), Some(row_mask)) = (self.rows.get_mut(level), self.row_mask.get_mut(level))
+        else {
+            return;
+        };
+        for prio in prios(mask) {
+            let Some(row) = rows.get_mut(prio) else {
+                continue;
+            };
+            if add {
+                row.insert(pos);
+                *row_mask |= 1 << prio;
+            } else {
+                row.remove(pos);
+                if row.is_empty() {
+                    *row_mask &= !(1 << prio);
+                }
             }
         }
     }
 
     /// The first non-empty row in `htb_dequeue`'s order: lowest level, then lowest prio.
-    fn best_row(&self, t: i64) -> Option<(u8, u8)> {
-        let mut best: Option<(u8, u8)> = None;
-        for &leaf in &self.active {
-            let Some(lender) = self.lender(leaf, t) else {
-                continue;
-            };
-            let (Some(l), Some(c)) = (self.classes.get(lender), self.classes.get(leaf)) else {
-                continue;
-            };
-            let key = (l.level, c.p.prio);
-            if best.is_none_or(|b| key < b) {
-                best = Some(key);
-            }
-        }
-        best
+    fn best_row(&self) -> Option<(u8, u8)> {
+        let (level, mask) = self.row_mask.iter().enumerate().find(|&(_, &m)| m != 0)?;
+        Some((level as u8, mask.trailing_zeros() as u8))
     }
 
-    /// Marks the classes that row `(level, prio)` and its feeds hold at `t`, and lists
-    /// the row's members by id.
-    fn mark_row(&mut self, t: i64, level: u8, prio: u8) {
-        self.pass += 1;
-        self.row_members.clear();
-        for k in 0..self.active.len() {
-            let Some(&leaf) = self.active.get(k) else {
-                break;
-            };
-            if self.classes.get(leaf).is_none_or(|c| c.p.prio != prio) {
-                continue;
-            }
-            let Some(lender) = self.lender(leaf, t) else {
-                continue;
-            };
-            if self.classes.get(lender).is_none_or(|c| c.level != level) {
-                continue;
-            }
-            let mut c = Some(leaf);
-            while let Some(i) = c {
-                if let Some(m) = self.marks.get_mut(i) {
-                    *m = self.pass;
-                }
-                if i == lender {
-                    break;
-                }
-                c = self.classes.get(i).and_then(|cl| cl.parent);
-            }
-            self.row_members.push(lender);
-        }
-        let classes = &self.classes;
-        self.row_members
-            .sort_unstable_by_key(|&i| classes.get(i).map_or(0, |c| c.id.0));
-        self.row_members.dedup();
-    }
-
-    /// The first member of a row (`node == None`) or of class `node`'s feed whose id is
-    /// at least `from`.
-    fn member_from(&self, node: Option<usize>, from: u64) -> Option<usize> {
-        let id = |i: usize| self.classes.get(i).map_or(0, |c| u64::from(c.id.0));
+    /// The first member of row `(level, prio)` (`node == None`) or of class `node`'s
+    /// feed at position `from` or later.
+    fn member_from(&self, node: Option<usize>, level: u8, prio: u8, from: usize) -> Option<usize> {
+        let p = usize::from(prio);
         match node {
-            None => self.row_members.iter().copied().find(|&i| id(i) >= from),
-            Some(c) => self
-                .classes
-                .get(c)?
-                .children
-                .iter()
-                .copied()
-                .find(|&k| self.marks.get(k).is_some_and(|&m| m == self.pass) && id(k) >= from),
+            None => {
+                let l = usize::from(level);
+                let pos = self.rows.get(l)?.get(p)?.first_from(from)?;
+                self.level_members.get(l)?.get(pos).copied()
+            }
+            Some(c) => {
+                let cl = self.classes.get(c)?;
+                let pos = cl.feeds.get(p)?.first_from(from)?;
+                cl.children.get(pos).copied()
+            }
         }
+    }
+
+    /// Class `m`'s position in the universe of row (`node == None`) or feed `node`.
+    fn position_in(&self, node: Option<usize>, m: usize) -> Option<usize> {
+        let cl = self.classes.get(m)?;
+        Some(if node.is_none() {
+            cl.row_pos
+        } else {
+            cl.feed_pos
+        })
     }
 
     fn cursor_mut(&mut self, node: Option<usize>, level: u8, prio: u8) -> Option<&mut Cursor> {
@@ -570,12 +805,12 @@ impl Shaper {
             let cursor = *self.cursor_mut(node, level, prio)?;
             let found = match cursor {
                 Cursor::End => None,
-                Cursor::At(from) => self.member_from(node, from),
+                Cursor::At(from) => self.member_from(node, level, prio, from),
             };
             match found {
                 Some(m) => {
-                    let id = u64::from(self.classes.get(m)?.id.0);
-                    *self.cursor_mut(node, level, prio)? = Cursor::At(id);
+                    let pos = self.position_in(node, m)?;
+                    *self.cursor_mut(node, level, prio)? = Cursor::At(pos);
                     if let Some(slot) = self.stack.get_mut(top) {
                         slot.1 = m;
                     }
@@ -585,14 +820,14 @@ impl Shaper {
                     self.stack.push((Some(m), usize::MAX));
                 }
                 None => {
-                    let first = self.member_from(node, 0)?;
-                    let id = u64::from(self.classes.get(first)?.id.0);
-                    *self.cursor_mut(node, level, prio)? = Cursor::At(id);
+                    let first = self.member_from(node, level, prio, 0)?;
+                    let pos = self.position_in(node, first)?;
+                    *self.cursor_mut(node, level, prio)? = Cursor::At(pos);
                     if top > 0 {
                         self.stack.pop();
                         let (pnode, pm) = *self.stack.get(top - 1)?;
-                        let pid = u64::from(self.classes.get(pm)?.id.0);
-                        *self.cursor_mut(pnode, level, prio)? = Cursor::At(pid + 1);
+                        let ppos = self.position_in(pnode, pm)?;
+                        *self.cursor_mut(pnode, level, prio)? = Cursor::At(ppos + 1);
                     }
                 }
             }
@@ -602,7 +837,7 @@ impl Shaper {
 
     /// `htb_charge_class`: from the leaf up; classes at or above the lending level pay
     /// rate tokens (the lender counts a lend), those below only move their checkpoint
-    /// (and count a borrow); every class pays ctokens.
+    /// (and count a borrow); every class pays ctokens, then takes its new mode.
     fn charge(&mut self, now: Instant, leaf: usize, level: u8, bytes: u64) {
         let t = ns(now);
         let mut c = Some(leaf);
@@ -611,31 +846,82 @@ impl Shaper {
                 break;
             };
             let diff = cl.diff(t);
+            let (rate_cost, ceil_cost) = cl.costs(bytes);
             if cl.level >= level {
                 if cl.level == level {
                     cl.counters.lends += 1;
                 }
-                cl.tokens = accnt(
-                    cl.tokens,
-                    cl.p.buffer_ns,
-                    diff,
-                    l2t_ns(cl.p.rate_bps, bytes),
-                );
+                cl.tokens = accnt(cl.tokens, cl.p.buffer_ns, diff, rate_cost);
             } else {
                 cl.counters.borrows += 1;
                 cl.tokens = cl.tokens.saturating_add(diff);
             }
-            cl.ctokens = accnt(
-                cl.ctokens,
-                cl.p.cbuffer_ns,
-                diff,
-                l2t_ns(cl.p.ceil_bps, bytes),
-            );
+            cl.ctokens = accnt(cl.ctokens, cl.p.cbuffer_ns, diff, ceil_cost);
             cl.t_c = t;
             cl.counters.sent_bytes += bytes;
             cl.counters.sent_packets += 1;
             cl.counters.meter.add(now.as_micros(), bytes);
             c = cl.parent;
+            self.update_mode(i, t);
+        }
+    }
+
+    /// Test oracle: the rows and feeds are what the modes at `t` and the backlogged
+    /// leaves make them (the derivation the structures replace), and every cached mode is
+    /// the mode at `t`.
+    #[cfg(test)]
+    fn check_rows(&self, t: i64) {
+        let mut rows = vec![[[false; NUMPRIO]; MAXDEPTH]; self.classes.len()];
+        let mut feeds = vec![[false; NUMPRIO]; self.classes.len()];
+        for (i, cl) in self.classes.iter().enumerate() {
+            assert_eq!(cl.mode, cl.mode(t), "class {} cached mode", cl.id);
+            let backlogged = cl.leaf.as_ref().is_some_and(|l| !l.queue.is_empty());
+            assert_eq!(
+                backlogged,
+                self.active.contains(&i),
+                "class {} active",
+                cl.id
+            );
+            if !backlogged {
+                continue;
+            }
+            let prio = usize::from(cl.p.prio);
+            let mut c = i;
+            loop {
+                let x = &self.classes[c];
+                match (x.mode(t), x.parent) {
+                    (Mode::MayBorrow, Some(p)) => {
+                        feeds[c][prio] = true;
+                        c = p;
+                    }
+                    (Mode::CanSend, _) => {
+                        rows[c][usize::from(x.level)][prio] = true;
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        for (i, cl) in self.classes.iter().enumerate() {
+            for prio in 0..NUMPRIO {
+                let in_row = self.rows[usize::from(cl.level)][prio].contains(cl.row_pos);
+                assert_eq!(
+                    in_row,
+                    rows[i][usize::from(cl.level)][prio],
+                    "row {}",
+                    cl.id
+                );
+                if let Some(p) = cl.parent {
+                    let in_feed = self.classes[p].feeds[prio].contains(cl.feed_pos);
+                    assert_eq!(in_feed, feeds[i][prio], "feed {} prio {prio}", cl.id);
+                }
+            }
+        }
+        for level in 0..MAXDEPTH {
+            for prio in 0..NUMPRIO {
+                let nonempty = !self.rows[level][prio].is_empty();
+                assert_eq!(self.row_mask[level] & (1 << prio) != 0, nonempty);
+            }
         }
     }
 
@@ -727,11 +1013,14 @@ impl Shaper {
         if let Some(cl) = self.classes.get_mut(idx) {
             // As the kernel: balances are kept (and capped by the next accounting).
             cl.p = p;
+            cl.costs = Costs::NONE;
             if spec.name.is_some() {
                 cl.name = spec.name.clone();
             }
             cl.spec = spec.clone();
         }
+        // A new prio moves a backlogged leaf to other rows and feeds.
+        self.rebuild(ns(now));
         if self.backlog > 0 {
             self.wakeup = Some(now);
         }

@@ -2,6 +2,7 @@
 //! the parameter rules of `htb_change_class` (quantum from r2q, prio cap, non-zero rates).
 
 use super::queue::{Fifo, Meter};
+use super::sets::Bits;
 use super::ShapeError;
 use crate::shape::spec::{ClassId, ClassSpec};
 
@@ -37,21 +38,27 @@ impl Mode {
 }
 
 /// A DRR pointer into a sorted set of classes (a row or a parent's feed), modelled on the
-/// kernel's `ptr` + `last_ptr_id` pair: `At(id)` selects the first member whose id is at
-/// least `id` (the node itself while it is there, its successor once it left); `End` is
-/// the kernel's NULL pointer: "at the right end; rewind and advance the parent".
+/// kernel's `ptr` + `last_ptr_id` pair: `At(pos)` selects the first member at position
+/// `pos` or later of the set's id-sorted universe (the node itself while it is there, its
+/// successor once it left); `End` is the kernel's NULL pointer: "at the right end; rewind
+/// and advance the parent".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Cursor {
     /// Past the last member.
     End,
-    /// The first member with an id at least this.
-    At(u64),
+    /// The first member at this position or later.
+    At(usize),
 }
 
 /// Nanoseconds to send `len` bytes at `bps` bit/s (`psched_l2t_ns`, computed exactly).
 pub(super) fn l2t_ns(bps: u64, len: u64) -> i64 {
     if bps == 0 {
         return 0;
+    }
+    // The same quotient in 64 bits when the product fits (any packet): a 128-bit
+    // division is a slow library call.
+    if let Some(bits_ns) = len.checked_mul(8_000_000_000) {
+        return i64::try_from(bits_ns / bps).unwrap_or(i64::MAX / 4);
     }
     let ns = u128::from(len) * 8_000_000_000 / u128::from(bps);
     i64::try_from(ns).unwrap_or(i64::MAX / 4)
@@ -177,6 +184,8 @@ pub(super) struct Leaf {
     pub queue: Fifo,
     pub deficit: [i64; MAXDEPTH],
     pub dropped: u64,
+    /// Its index in `Shaper::active` while backlogged.
+    pub active_slot: usize,
 }
 
 /// One class of the tree.
@@ -200,9 +209,42 @@ pub(super) struct Class {
     pub leaf: Option<Leaf>,
     /// DRR pointers into this class's feed, one per prio (`inner.clprio[prio].ptr`).
     pub feed_ptr: [Cursor; NUMPRIO],
+    /// The mode as of the last charge or due event (`cl->cmode`).
+    pub mode: Mode,
+    /// Prios with a backlogged leaf reaching this class through MAY_BORROW classes
+    /// (`cl->prio_activity`).
+    pub prio_activity: u8,
+    /// Children in this class's feed, per prio (`inner.clprio[prio].feed`), as positions
+    /// in `children`; empty for a leaf.
+    pub feeds: Vec<Bits>,
+    /// Position among the classes of its level sorted by id (its slot in a row).
+    pub row_pos: usize,
+    /// Position in its parent's `children` (its slot in the parent's feeds).
+    pub feed_pos: usize,
     pub counters: Counters,
     /// The settings as configured (or last changed), for `class_spec`.
     pub spec: ClassSpec,
+    /// The last packet length charged and its cost at rate and ceil.
+    pub costs: Costs,
+}
+
+/// A packet length and its transmit times at a class's rate and ceil (`l2t_ns`), kept
+/// because most packets are as long as the one before and a division costs tens of
+/// cycles. Reset whenever the rates change.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Costs {
+    len: u64,
+    rate_ns: i64,
+    ceil_ns: i64,
+}
+
+impl Costs {
+    /// Nothing cached.
+    pub(super) const NONE: Costs = Costs {
+        len: u64::MAX,
+        rate_ns: 0,
+        ceil_ns: 0,
+    };
 }
 
 impl Class {
@@ -225,10 +267,15 @@ impl Class {
 
     /// When the mode next improves (the kernel's `pq_key`), in ns; `None` in CAN_SEND.
     pub(super) fn next_event(&self, t: i64) -> Option<i64> {
+        self.mode_and_event(t).1
+    }
+
+    /// `mode(t)` and `next_event(t)` in one pass.
+    pub(super) fn mode_and_event(&self, t: i64) -> (Mode, Option<i64>) {
         match self.mode(t) {
-            Mode::CanSend => None,
-            Mode::CantSend => Some(self.t_c.saturating_sub(self.ctokens)),
-            Mode::MayBorrow => Some(self.t_c.saturating_sub(self.tokens)),
+            Mode::CanSend => (Mode::CanSend, None),
+            Mode::CantSend => (Mode::CantSend, Some(self.t_c.saturating_sub(self.ctokens))),
+            Mode::MayBorrow => (Mode::MayBorrow, Some(self.t_c.saturating_sub(self.tokens))),
         }
     }
 
@@ -239,6 +286,18 @@ impl Class {
             accnt(self.tokens, self.p.buffer_ns, diff, 0),
             accnt(self.ctokens, self.p.cbuffer_ns, diff, 0),
         )
+    }
+
+    /// `len` bytes' transmit times at rate and at ceil.
+    pub(super) fn costs(&mut self, len: u64) -> (i64, i64) {
+        if self.costs.len != len {
+            self.costs = Costs {
+                len,
+                rate_ns: l2t_ns(self.p.rate_bps, len),
+                ceil_ns: l2t_ns(self.p.ceil_bps, len),
+            };
+        }
+        (self.costs.rate_ns, self.costs.ceil_ns)
     }
 
     pub(super) fn backlog_packets(&self) -> usize {
@@ -259,6 +318,8 @@ pub(super) struct LinkBucket {
     pub gate_ns: i64,
     pub tokens: i64,
     pub t_c: i64,
+    /// The last packet length charged and its cost (`len`, ns).
+    last_cost: (u64, i64),
 }
 
 impl LinkBucket {
@@ -275,6 +336,7 @@ impl LinkBucket {
             gate_ns,
             tokens: buffer_ns,
             t_c: t,
+            last_cost: (u64::MAX, 0),
         }
     }
 
@@ -303,7 +365,10 @@ impl LinkBucket {
             return;
         }
         let diff = self.diff(t);
-        self.tokens = accnt(self.tokens, self.buffer_ns, diff, l2t_ns(self.bps, len));
+        if self.last_cost.0 != len {
+            self.last_cost = (len, l2t_ns(self.bps, len));
+        }
+        self.tokens = accnt(self.tokens, self.buffer_ns, diff, self.last_cost.1);
         self.t_c = t;
     }
 
