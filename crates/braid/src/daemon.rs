@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use crate::config::{self, Config};
 use crate::control::{self, ControlServer, Request};
+use crate::seal::{Incoming, Sealer};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
@@ -191,6 +192,7 @@ pub struct Daemon {
     bond: Bond,
     tun: Tun,
     paths: Vec<PathIo>,
+    sealer: Sealer,
     control: ControlServer,
     signals: Signals,
     interface: String,
@@ -277,11 +279,20 @@ impl Daemon {
         }
         let control = ControlServer::bind(control_path)?;
         let bufsize = b.core.mtu + DATA_HEADER_LEN + 64;
+        let sealer = Sealer::new(cfg, now);
+        if !sealer.enabled() {
+            dlog!(
+                now,
+                "braid: WARNING: encryption = \"none\": anyone who can reach a path's port can inject packets into {}",
+                b.interface
+            );
+        }
         let d = Daemon {
             clock,
             bond,
             tun,
             paths,
+            sealer,
             control,
             signals,
             interface: b.interface.clone(),
@@ -398,6 +409,7 @@ impl Daemon {
                 next = Some(next.map_or(t, |n: Instant| n.min(t)));
             }
         };
+        merge(self.sealer.poll_timeout());
         for p in &self.paths {
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
             if p.sock.is_none() {
@@ -425,10 +437,19 @@ impl Daemon {
         };
         for _ in 0..BATCH {
             let Some(sock) = &p.sock else { return };
-            match sock.recv(&mut self.rx_buf) {
-                Ok(n) => {
-                    if let Some(d) = self.rx_buf.get(..n) {
-                        self.bond.handle_datagram(now, p.id, d);
+            match sock.recv_from(&mut self.rx_buf) {
+                Ok((n, src)) => {
+                    let Some(d) = self.rx_buf.get_mut(..n) else {
+                        continue;
+                    };
+                    let was = p.remote;
+                    match self.sealer.incoming(now, &mut p.remote, src, d) {
+                        Incoming::Deliver(d) => self.bond.handle_datagram(now, p.id, d),
+                        Incoming::Reply(r) => send_raw(&mut self.bond, now, p, r),
+                        Incoming::Drop => {}
+                    }
+                    if p.remote != was {
+                        dlog!(now, "path {}: peer moved {was} -> {}", p.name, p.remote);
                     }
                 }
                 Err(e) => {
@@ -461,6 +482,14 @@ impl Daemon {
         if self.bond.poll_timeout().is_some_and(|t| t <= now) {
             self.bond.handle_timeout(now);
         }
+        if self.sealer.poll_timeout().is_some_and(|t| t <= now) {
+            self.sealer.handle_timeout(now);
+        }
+        while let Some(d) = self.sealer.poll_transmit(now) {
+            for p in self.paths.iter_mut().filter(|p| p.sock.is_some()) {
+                send_raw(&mut self.bond, now, p, d);
+            }
+        }
         while let Some(t) = self.bond.poll_transmit(now, &mut self.tx_buf) {
             let Some(i) = self.paths.iter().position(|p| p.id == t.path) else {
                 continue;
@@ -474,7 +503,7 @@ impl Daemon {
                     p.counters.emu_dropped += 1;
                 }
             } else {
-                send(&mut self.bond, now, p, data);
+                send(&mut self.sealer, &mut self.bond, now, p, data);
             }
         }
         for p in &mut self.paths {
@@ -483,7 +512,7 @@ impl Daemon {
             };
             while let Some(n) = emu.poll(now, &mut self.tx_buf) {
                 if let Some(data) = self.tx_buf.get(..n) {
-                    send(&mut self.bond, now, p, data);
+                    send(&mut self.sealer, &mut self.bond, now, p, data);
                 }
             }
             p.emu = Some(emu);
@@ -514,6 +543,7 @@ impl Daemon {
             control,
             bond,
             paths,
+            sealer,
             interface,
             address,
             tun_write_errors,
@@ -523,7 +553,19 @@ impl Daemon {
             match req {
                 Err(e) => control::error(e),
                 Ok(req) => {
-                    handle_request(now, bond, paths, req, interface, address, *tun_write_errors)
+                    let mut v = handle_request(
+                        now,
+                        bond,
+                        paths,
+                        req,
+                        interface,
+                        address,
+                        *tun_write_errors,
+                    );
+                    if v.get("status").is_some() && v.get("io").is_some() {
+                        v["encryption"] = sealer.status_json(now);
+                    }
+                    v
                 }
             }
         };
@@ -533,13 +575,20 @@ impl Daemon {
     }
 }
 
-/// Send one datagram on a path; errors go to the bond.
-fn send(bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
+/// Seal one datagram of the bond and send it on a path.
+fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
+    if let Some(sealed) = sealer.outgoing(now, data) {
+        send_raw(bond, now, p, sealed);
+    }
+}
+
+/// Send bytes as they are on a path, to its peer address; errors go to the bond.
+fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
     let Some(sock) = &p.sock else {
         p.counters.send_errors += 1;
         return;
     };
-    if let Err(e) = sock.send(data) {
+    if let Err(e) = sock.send_to(data, p.remote) {
         match udp::classify(&e) {
             ErrorKind::WouldBlock => p.counters.send_would_block += 1,
             ErrorKind::Datagram => p.counters.send_errors += 1,
