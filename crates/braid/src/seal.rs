@@ -43,6 +43,20 @@ const SIZING_PACKET_BYTES: u64 = 256;
 /// The rate the window is sized for when no path has a configured `bps`.
 const DEFAULT_SIZING_BPS: u64 = 1_000_000_000;
 
+/// Handshake messages (initiations, responses, cookie replies) the daemon passes to the
+/// tunnel per second at most; more are dropped unread (`handshake_flood_dropped`). The
+/// tunnel's own per-source limit and cookies handle what gets through; this bound keeps a
+/// flood from any number of sources from taking the CPU the data path needs (as
+/// WireGuard's bounded handshake queue does). A peer's real handshake lost in a flood is
+/// retried 5 s later; an established session is not affected.
+pub const HANDSHAKES_PER_SECOND: u64 = 1000;
+
+/// Burst of the handshake budget.
+const HANDSHAKE_BURST: u64 = 100;
+
+/// Refill time of one handshake token, µs.
+const HANDSHAKE_COST_US: u64 = 1_000_000 / HANDSHAKES_PER_SECOND;
+
 /// What became of a received datagram.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Incoming<'a> {
@@ -67,6 +81,8 @@ pub struct SealCounters {
     pub roamed: u64,
     /// Empty authenticated datagrams (keepalives) received.
     pub keepalives_received: u64,
+    /// Handshake messages dropped unread beyond [`HANDSHAKES_PER_SECOND`].
+    pub handshake_flood_dropped: u64,
 }
 
 /// The replay window for a bond: the packets that can arrive in `max(reorder_max, 200 ms)`
@@ -92,6 +108,9 @@ pub struct Sealer {
     rekey_every: Option<Duration>,
     next_rekey: Instant,
     window_bits: usize,
+    /// Handshake budget: tokens (in µs of refill time) and when last refilled.
+    hs_budget_us: u64,
+    hs_refilled: Instant,
 }
 
 impl std::fmt::Debug for Sealer {
@@ -130,6 +149,8 @@ impl Sealer {
             rekey_every,
             next_rekey: rekey_every.map_or(Instant::FAR_FUTURE, |d| now + d),
             window_bits,
+            hs_budget_us: HANDSHAKE_BURST * HANDSHAKE_COST_US,
+            hs_refilled: now,
         }
     }
 
@@ -178,6 +199,21 @@ impl Sealer {
             }
             return Incoming::Deliver(bytes);
         };
+        if let [2, 1..=3, ..] = bytes {
+            // A handshake message: take one from the budget before any work.
+            let cap = HANDSHAKE_BURST * HANDSHAKE_COST_US;
+            let refill = now.saturating_since(self.hs_refilled).as_micros();
+            self.hs_refilled = now;
+            self.hs_budget_us = self
+                .hs_budget_us
+                .saturating_add(u64::try_from(refill).unwrap_or(u64::MAX))
+                .min(cap);
+            if self.hs_budget_us < HANDSHAKE_COST_US {
+                self.counters.handshake_flood_dropped += 1;
+                return Incoming::Drop;
+            }
+            self.hs_budget_us -= HANDSHAKE_COST_US;
+        }
         match t.open(now, src, bytes) {
             Ok(Opened::Data { plaintext, .. }) => {
                 if src != *remote {
@@ -303,7 +339,7 @@ pub fn render_status(e: &Value) -> String {
         })
         .unwrap_or_default();
     format!(
-        "encryption: {}, window {}; sealed {}, opened {}, sessions {}, roamed {}, no session {}, unknown source {}; rejected: {}\n",
+        "encryption: {}, window {}; sealed {}, opened {}, sessions {}, roamed {}, no session {}, unknown source {}, handshake flood {}; rejected: {}\n",
         if e.get("established") == Some(&Value::Bool(true)) {
             "session up"
         } else {
@@ -316,6 +352,7 @@ pub fn render_status(e: &Value) -> String {
         n(c, "roamed"),
         n(c, "no_session_dropped"),
         n(c, "unknown_source"),
+        n(c, "handshake_flood_dropped"),
         if drops.is_empty() {
             "none".to_string()
         } else {
@@ -462,6 +499,35 @@ mod tests {
                 || line.contains("bad_tag 1, replayed 1"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn handshake_budget_bounds_a_flood() {
+        let k = PrivateKey::generate(&mut OsRng);
+        let now = Instant::ZERO;
+        let mut s = Sealer::new(
+            &keyed(&k, PrivateKey::generate(&mut OsRng).public_key()),
+            now,
+        );
+        let mut remote = addr("127.0.0.1:7001");
+        // 500 bogus initiations at one instant: the burst reaches the tunnel, the rest not.
+        for _ in 0..500 {
+            let mut d = [2u8, 1, 0, 0, 9, 9, 9, 9];
+            assert_eq!(
+                s.incoming(now, &mut remote, addr("127.0.0.1:5"), &mut d),
+                Incoming::Drop
+            );
+        }
+        assert_eq!(s.counters().handshake_flood_dropped, 400);
+        assert_eq!(s.tunnel_counter("truncated"), Some(100));
+        // A second later the budget is full again; data datagrams never use it.
+        let later = now + Duration::from_secs(1);
+        let mut d = [2u8, 1, 0, 0];
+        let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut d);
+        assert_eq!(s.tunnel_counter("truncated"), Some(101));
+        let mut t = [2u8, 0, 0, 0];
+        let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut t);
+        assert_eq!(s.counters().handshake_flood_dropped, 400);
     }
 
     /// First byte after the 16-byte header: inside the ciphertext.
