@@ -445,7 +445,7 @@ impl Daemon {
                     let was = p.remote;
                     match self.sealer.incoming(now, &mut p.remote, src, d) {
                         Incoming::Deliver(d) => self.bond.handle_datagram(now, p.id, d),
-                        Incoming::Reply(r) => send_raw(&mut self.bond, now, p, r),
+                        Incoming::Reply(r) => send_raw(&mut self.bond, now, p, src, r),
                         Incoming::Drop => {}
                     }
                     if p.remote != was {
@@ -487,7 +487,8 @@ impl Daemon {
         }
         while let Some(d) = self.sealer.poll_transmit(now) {
             for p in self.paths.iter_mut().filter(|p| p.sock.is_some()) {
-                send_raw(&mut self.bond, now, p, d);
+                let to = p.remote;
+                send_raw(&mut self.bond, now, p, to, d);
             }
         }
         while let Some(t) = self.bond.poll_transmit(now, &mut self.tx_buf) {
@@ -578,17 +579,19 @@ impl Daemon {
 /// Seal one datagram of the bond and send it on a path.
 fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
     if let Some(sealed) = sealer.outgoing(now, data) {
-        send_raw(bond, now, p, sealed);
+        let to = p.remote;
+        send_raw(bond, now, p, to, sealed);
     }
 }
 
-/// Send bytes as they are on a path, to its peer address; errors go to the bond.
-fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
+/// Send bytes as they are on a path's socket to `to` (its peer address, or the source of a
+/// handshake message being answered); errors go to the bond.
+fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, to: SocketAddr, data: &[u8]) {
     let Some(sock) = &p.sock else {
         p.counters.send_errors += 1;
         return;
     };
-    if let Err(e) = sock.send_to(data, p.remote) {
+    if let Err(e) = sock.send_to(data, to) {
         match udp::classify(&e) {
             ErrorKind::WouldBlock => p.counters.send_would_block += 1,
             ErrorKind::Datagram => p.counters.send_errors += 1,

@@ -432,7 +432,7 @@ mod tests {
         assert_eq!(a.counters().no_session_dropped, 1);
         // Shuttle handshake datagrams until both can send.
         for _ in 0..10 {
-            now = now + Duration::from_millis(1);
+            now += Duration::from_millis(1);
             let mut to_b = Vec::new();
             while let Some(d) = a.poll_transmit(now) {
                 to_b.push(d.to_vec());

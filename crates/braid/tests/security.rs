@@ -85,6 +85,10 @@ struct FwdState {
     rebind: bool,
 }
 
+fn lock(m: &Mutex<FwdState>) -> MutexGuard<'_, FwdState> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct Forwarder {
     state: Arc<Mutex<FwdState>>,
     stop: Arc<AtomicBool>,
@@ -111,7 +115,7 @@ impl Forwarder {
                     idle = false;
                     let d = &buf[..n];
                     if n > 64 && d[0] == 2 && d[1] == 0 {
-                        let mut s = st.lock().unwrap();
+                        let mut s = lock(&st);
                         if s.captured.len() >= 16 {
                             s.captured.remove(0);
                         }
@@ -127,7 +131,7 @@ impl Forwarder {
                     let _ = fa.send_to(&buf[..n], addr(A_PATH));
                 }
                 {
-                    let mut s = st.lock().unwrap();
+                    let mut s = lock(&st);
                     for d in s.inject.drain(..) {
                         let _ = fb.send_to(&d, addr(B_PATH));
                     }
@@ -151,9 +155,7 @@ impl Forwarder {
     }
 
     fn captured(&self) -> Vec<u8> {
-        self.state
-            .lock()
-            .unwrap()
+        lock(&self.state)
             .captured
             .last()
             .cloned()
@@ -161,7 +163,7 @@ impl Forwarder {
     }
 
     fn inject(&self, d: Vec<u8>) {
-        self.state.lock().unwrap().inject.push(d);
+        lock(&self.state).inject.push(d);
     }
 }
 
@@ -378,7 +380,7 @@ fn nat_rebinding_keeps_the_path() {
     };
     let (topo, f, d) = bring_up(true, "").expect("bring up");
     let f = f.expect("forwarder");
-    f.state.lock().unwrap().rebind = true;
+    lock(&f.state).rebind = true;
     // Traffic from a now comes to b from port 7102; b follows and answers there.
     let (sent, got) = tcp_flow(&topo, 5303, 2.0, 2_000_000).expect("flow after rebinding");
     assert_eq!(sent, got);
