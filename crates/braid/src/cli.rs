@@ -132,6 +132,10 @@ pub enum Command {
         /// the tc script
         file: PathBuf,
     },
+    /// Print a new random private key (base64, as `wg genkey`).
+    Genkey,
+    /// Read a private key on stdin and print its public key (as `wg pubkey`).
+    Pubkey,
     /// Run lab scenarios: two network namespaces joined by emulated paths (needs root).
     Lab(lab::LabArgs),
     /// Run the default lab scenario (needs root).
@@ -185,12 +189,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Check { config } => {
             let cfg = load(&config)?;
             print_out(&format!(
-                "{}: ok ({} {}, scheduler {}, {} path(s))\n",
+                "{}: ok ({} {}, scheduler {}, {} path(s), encryption {})\n",
                 config.display(),
                 cfg.bond.interface,
                 cfg.bond.address,
                 cfg.bond.core.scheduler.name(),
-                cfg.paths.len()
+                cfg.paths.len(),
+                cfg.bond.encryption.name()
             ))
         }
         Command::Status { json, control } => {
@@ -272,6 +277,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             }
             print_out(&braid_core::shape::tc::to_toml(&script.spec))
         }
+        Command::Genkey => print_out(&(crate::keys::genkey() + "\n")),
+        Command::Pubkey => print_out(&(crate::keys::pubkey_from_stdin()? + "\n")),
         Command::Lab(args) => lab::main(args),
         Command::Demo => lab::demo(),
     }

@@ -23,16 +23,19 @@ use braid_core::PathId;
 use serde::Deserialize;
 use toml::Spanned;
 
+mod security;
 mod shape;
+pub use security::{Encryption, KeySettings};
 pub use shape::ShapeSettings;
 
 use crate::sys::tty::SUPPORTED_BAUDS;
 
 /// Smallest TUN MTU accepted (the IPv4 minimum datagram every host must take).
 pub const MTU_MIN: u32 = 576;
-/// Largest TUN MTU accepted: a braid datagram (IPv6 + UDP + data header + packet) must fit
-/// in 65535 bytes.
-pub const MTU_MAX: u32 = 65535 - 40 - 8 - DATA_HEADER_LEN as u32;
+/// Largest TUN MTU accepted: a sealed braid datagram (IPv6 + UDP + envelope + data header +
+/// packet) must fit in 65535 bytes.
+pub const MTU_MAX: u32 =
+    65535 - 40 - 8 - braid_core::crypto::envelope::OVERHEAD as u32 - DATA_HEADER_LEN as u32;
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 pub const IFNAME_MAX: usize = 15;
 
@@ -117,6 +120,8 @@ pub struct BondSettings {
     /// get when the paths are added in file order (`PathId(index)`); [`Config::build_bond`]
     /// checks that.
     pub core: BondConfig,
+    /// Keys, or the explicit `encryption = "none"`.
+    pub encryption: Encryption,
 }
 
 /// One validated `[[path]]`.
@@ -348,6 +353,13 @@ struct RawBond {
     reorder_max_ms: Option<S<i64>>,
     queue_max_delay_ms: Option<S<i64>>,
     seed: Option<S<i64>>,
+    encryption: Option<S<String>>,
+    private_key: Option<S<String>>,
+    private_key_file: Option<S<String>>,
+    peer_public_key: Option<S<String>>,
+    preshared_key: Option<S<String>>,
+    preshared_key_file: Option<S<String>>,
+    rekey_after_s: Option<S<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -745,6 +757,19 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         seed,
         ..BondConfig::default()
     };
+    let encryption = security::validate(
+        security::RawSecurity {
+            encryption: &b.encryption,
+            private_key: &b.private_key,
+            private_key_file: &b.private_key_file,
+            peer_public_key: &b.peer_public_key,
+            preshared_key: &b.preshared_key,
+            preshared_key_file: &b.preshared_key_file,
+            rekey_after_s: &b.rekey_after_s,
+        },
+        bond_span,
+        base,
+    )?;
     let bond = BondSettings {
         interface,
         address,
@@ -752,6 +777,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         mtu,
         primary: b.primary.map(S::into_inner),
         core,
+        encryption,
     };
     let shape = match raw.shape {
         None => None,

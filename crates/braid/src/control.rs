@@ -196,7 +196,10 @@ impl ControlServer {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    if self.clients.len() >= MAX_CLIENTS || stream.set_nonblocking(true).is_err() {
+                    if self.clients.len() >= MAX_CLIENTS
+                        || !peer_allowed(&stream)
+                        || stream.set_nonblocking(true).is_err()
+                    {
                         continue; // dropped: closes the connection
                     }
                     self.clients.push(Client {
@@ -290,6 +293,31 @@ impl Drop for ControlServer {
     }
 }
 
+/// Whether the process at the other end of `stream` may use the control socket: root or
+/// the daemon's own user (SO_PEERCRED). The socket's mode 0600 already says so; this also
+/// covers the moment between bind and chmod, and a socket in a directory others can reach.
+fn peer_allowed(stream: &UnixStream) -> bool {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a ucred.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    r == 0 && (cred.uid == 0 || cred.uid == me)
+}
+
 /// Make sure `path` can be bound: create the parent (0700) if missing; remove a stale
 /// socket; refuse if a daemon answers there.
 fn check_free(path: &Path) -> anyhow::Result<()> {
@@ -360,6 +388,12 @@ pub fn request(path: &Path, req: &Value) -> anyhow::Result<Value> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn own_user_passes_the_peer_check() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert!(peer_allowed(&a));
+    }
     use super::*;
 
     #[test]

@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use crate::config::{self, termios_baud, Config, Transport, UdpSettings};
 use crate::control::{self, ControlServer, Request};
+use crate::seal::{Incoming, Sealer};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
@@ -92,6 +93,13 @@ pub struct UdpIo {
     pub dev: Option<String>,
     sock: Option<UdpSocket>,
 }
+
+/// The peer address a serial path's datagrams are opened and sealed with: a line has no
+/// addresses, so there is nothing to roam to.
+const LINE_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    0,
+));
 
 /// What carries a path: a UDP socket or a serial line.
 #[derive(Debug)]
@@ -290,6 +298,7 @@ pub struct Daemon {
     bond: Bond,
     tun: Tun,
     paths: Vec<PathIo>,
+    sealer: Sealer,
     control: ControlServer,
     signals: Signals,
     interface: String,
@@ -297,6 +306,8 @@ pub struct Daemon {
     tx_buf: Vec<u8>,
     rx_buf: Vec<u8>,
     tun_buf: Vec<u8>,
+    /// Scratch for opening what a serial line delivers (it decodes into its own buffer).
+    open_buf: Vec<u8>,
     pollfds: Vec<libc::pollfd>,
     tun_write_errors: u64,
 }
@@ -386,11 +397,20 @@ impl Daemon {
         }
         let control = ControlServer::bind(control_path)?;
         let bufsize = b.core.mtu + DATA_HEADER_LEN + 64;
+        let sealer = Sealer::new(cfg, now);
+        if !sealer.enabled() {
+            dlog!(
+                now,
+                "braid: WARNING: encryption = \"none\": anyone who can reach a path's port can inject packets into {}",
+                b.interface
+            );
+        }
         let d = Daemon {
             clock,
             bond,
             tun,
             paths,
+            sealer,
             control,
             signals,
             interface: b.interface.clone(),
@@ -398,6 +418,7 @@ impl Daemon {
             tx_buf: vec![0; bufsize.max(MAX_DATAGRAM)],
             rx_buf: vec![0; MAX_DATAGRAM],
             tun_buf: vec![0; MAX_DATAGRAM],
+            open_buf: Vec::with_capacity(MAX_DATAGRAM),
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             tun_write_errors: 0,
         };
@@ -502,6 +523,7 @@ impl Daemon {
                 next = Some(next.map_or(t, |n: Instant| n.min(t)));
             }
         };
+        merge(self.sealer.poll_timeout());
         for p in &self.paths {
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
             if !p.is_open() {
@@ -533,28 +555,51 @@ impl Daemon {
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
-        let bond = &mut self.bond;
-        let sock = match &mut p.carrier {
-            Carrier::Udp(u) => u.sock.as_ref(),
-            Carrier::Serial(s) => {
-                let id = p.id;
-                let r = s.read(&mut self.rx_buf, BATCH, &mut |d| {
-                    bond.handle_datagram(now, id, d);
-                });
-                if let Err(e) = r {
-                    p.counters.recv_errors += 1;
-                    bond.handle_path_error(now, id);
-                    p.fail(now, e.to_string());
+        let (bond, sealer) = (&mut self.bond, &mut self.sealer);
+        let id = p.id;
+        if let Carrier::Serial(s) = &mut p.carrier {
+            // A line has no addresses: its peer is whoever is at the other end.
+            let scratch = &mut self.open_buf;
+            let mut replies: Vec<Vec<u8>> = Vec::new();
+            let r = s.read(&mut self.rx_buf, BATCH, &mut |d| {
+                scratch.clear();
+                scratch.extend_from_slice(d);
+                let mut peer = LINE_PEER;
+                match sealer.incoming(now, &mut peer, LINE_PEER, scratch) {
+                    Incoming::Deliver(d) => bond.handle_datagram(now, id, d),
+                    Incoming::Reply(r) => replies.push(r.to_vec()),
+                    Incoming::Drop => {}
                 }
-                return;
+            });
+            for r in &replies {
+                s.send(r);
             }
-        };
-        let Some(sock) = sock else { return };
+            if let Err(e) = r {
+                p.counters.recv_errors += 1;
+                bond.handle_path_error(now, id);
+                p.fail(now, e.to_string());
+            }
+            return;
+        }
         for _ in 0..BATCH {
-            match sock.recv(&mut self.rx_buf) {
-                Ok(n) => {
-                    if let Some(d) = self.rx_buf.get(..n) {
-                        bond.handle_datagram(now, p.id, d);
+            let Carrier::Udp(UdpIo { sock, remote, .. }) = &mut p.carrier else {
+                return;
+            };
+            let Some(sock) = sock.as_ref() else { return };
+            let mut reply = None;
+            match sock.recv_from(&mut self.rx_buf) {
+                Ok((n, src)) => {
+                    let Some(d) = self.rx_buf.get_mut(..n) else {
+                        continue;
+                    };
+                    let was = *remote;
+                    match sealer.incoming(now, remote, src, d) {
+                        Incoming::Deliver(d) => bond.handle_datagram(now, id, d),
+                        Incoming::Reply(r) => reply = Some((src, r.to_vec())),
+                        Incoming::Drop => {}
+                    }
+                    if *remote != was {
+                        dlog!(now, "path {}: peer moved {was} -> {}", p.name, *remote);
                     }
                 }
                 Err(e) => {
@@ -563,16 +608,19 @@ impl Daemon {
                         ErrorKind::Datagram => continue,
                         ErrorKind::Path => {
                             p.counters.recv_errors += 1;
-                            bond.handle_path_error(now, p.id);
+                            bond.handle_path_error(now, id);
                         }
                         ErrorKind::Socket => {
                             p.counters.recv_errors += 1;
-                            bond.handle_path_error(now, p.id);
+                            bond.handle_path_error(now, id);
                             p.fail(now, format!("receive: {e}"));
                         }
                     }
                     return;
                 }
+            }
+            if let Some((to, r)) = reply {
+                send_raw(bond, now, p, to, &r);
             }
         }
     }
@@ -587,6 +635,18 @@ impl Daemon {
         if self.bond.poll_timeout().is_some_and(|t| t <= now) {
             self.bond.handle_timeout(now);
         }
+        if self.sealer.poll_timeout().is_some_and(|t| t <= now) {
+            self.sealer.handle_timeout(now);
+        }
+        while let Some(d) = self.sealer.poll_transmit(now) {
+            for p in self.paths.iter_mut().filter(|p| p.is_open()) {
+                let to = match &p.carrier {
+                    Carrier::Udp(u) => u.remote,
+                    Carrier::Serial(_) => LINE_PEER,
+                };
+                send_raw(&mut self.bond, now, p, to, d);
+            }
+        }
         while let Some(t) = self.bond.poll_transmit(now, &mut self.tx_buf) {
             let Some(i) = self.paths.iter().position(|p| p.id == t.path) else {
                 continue;
@@ -600,7 +660,7 @@ impl Daemon {
                     p.counters.emu_dropped += 1;
                 }
             } else {
-                send(&mut self.bond, now, p, data);
+                send(&mut self.sealer, &mut self.bond, now, p, data);
             }
         }
         for p in &mut self.paths {
@@ -609,7 +669,7 @@ impl Daemon {
             };
             while let Some(n) = emu.poll(now, &mut self.tx_buf) {
                 if let Some(data) = self.tx_buf.get(..n) {
-                    send(&mut self.bond, now, p, data);
+                    send(&mut self.sealer, &mut self.bond, now, p, data);
                 }
             }
             p.emu = Some(emu);
@@ -654,6 +714,7 @@ impl Daemon {
             control,
             bond,
             paths,
+            sealer,
             interface,
             address,
             tun_write_errors,
@@ -663,7 +724,19 @@ impl Daemon {
             match req {
                 Err(e) => control::error(e),
                 Ok(req) => {
-                    handle_request(now, bond, paths, req, interface, address, *tun_write_errors)
+                    let mut v = handle_request(
+                        now,
+                        bond,
+                        paths,
+                        req,
+                        interface,
+                        address,
+                        *tun_write_errors,
+                    );
+                    if v.get("status").is_some() && v.get("io").is_some() {
+                        v["encryption"] = sealer.status_json(now);
+                    }
+                    v
                 }
             }
         };
@@ -673,9 +746,29 @@ impl Daemon {
     }
 }
 
-/// Send one datagram on a path; errors go to the bond. A serial path queues it for its
-/// paced writer.
-fn send(bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
+/// Seal one datagram of the bond and send it on a path (a serial path queues it for its
+/// paced writer).
+fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
+    let Some(sealed) = sealer.outgoing(now, data) else {
+        return;
+    };
+    match &mut p.carrier {
+        Carrier::Udp(u) => {
+            let to = u.remote;
+            send_raw(bond, now, p, to, sealed);
+        }
+        Carrier::Serial(s) => {
+            if !s.send(sealed) {
+                p.counters.send_would_block += 1;
+            }
+        }
+    }
+}
+
+/// Send bytes as they are on a UDP path's socket to `to` (its peer address, or the source
+/// of a handshake message being answered); errors go to the bond. A serial path's line is
+/// the only way to its peer: the bytes go there.
+fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, to: SocketAddr, data: &[u8]) {
     let sock = match &mut p.carrier {
         Carrier::Udp(u) => u.sock.as_ref(),
         Carrier::Serial(s) => {
@@ -689,7 +782,7 @@ fn send(bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
         p.counters.send_errors += 1;
         return;
     };
-    if let Err(e) = sock.send(data) {
+    if let Err(e) = sock.send_to(data, to) {
         match udp::classify(&e) {
             ErrorKind::WouldBlock => p.counters.send_would_block += 1,
             ErrorKind::Datagram => p.counters.send_errors += 1,

@@ -7,6 +7,8 @@
 //! | [`classes`] | `braid class show/change`: the shaper's classes over the control socket |
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
 //! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
+//! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
+//! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
 //! | [`status`] | `braid status`'s table |
 //! | [`sys`] | Linux glue: TUN, UDP sockets, signals, poll |
@@ -17,6 +19,8 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod keys;
 pub mod lab;
+pub mod seal;
 pub mod status;
 pub mod sys;

@@ -164,6 +164,9 @@ pub fn render(resp: &Value) -> String {
         ms(u(r, "wait_micros_max")),
         ms(u(st, "reorder_deadline_us")),
     );
+    if let Some(e) = resp.get("encryption") {
+        out.push_str(&crate::seal::render_status(e));
+    }
     out
 }
 

@@ -91,7 +91,7 @@ fn bad_config_names_key_and_line() {
     assert_eq!(
         err.trim(),
         format!(
-            "braid: {}:3:7: bond.mtu: 100 is out of range (576..=65467)",
+            "braid: {}:3:7: bond.mtu: 100 is out of range (576..=65435)",
             f.display()
         )
     );
@@ -120,7 +120,7 @@ fn check_accepts_examples() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(
-        out.contains(": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s))"),
+        out.contains(": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s), encryption chacha20-poly1305)"),
         "{out}"
     );
 }
@@ -176,5 +176,62 @@ fn client_commands_without_daemon_fail_clearly() {
     );
     let o = run(&["enslave", "p0", "--local", "10.0.0.1:7000"]);
     assert_eq!(o.status.code(), Some(2), "clap usage error");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn genkey_and_pubkey_as_wg() {
+    let o = run(&["genkey"]);
+    assert!(o.status.success());
+    let (key, _) = text(&o);
+    let key = key.trim().to_owned();
+    assert_eq!(key.len(), 44, "{key}");
+    let (again, _) = text(&run(&["genkey"]));
+    assert_ne!(again.trim(), key, "a new key each time");
+    let pubkey = |input: &str| {
+        use std::io::Write;
+        let mut c = std::process::Command::new(common::braid())
+            .arg("pubkey")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    // RFC 7748's test key pair, as wg prints it.
+    let o = pubkey("dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=\n");
+    assert!(o.status.success());
+    assert_eq!(text(&o).0, "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=\n");
+    let o = pubkey(&format!("{key}\n"));
+    let (p, _) = text(&o);
+    assert_eq!(p.trim().len(), 44);
+    assert_ne!(p.trim(), key);
+    let o = pubkey("not a key\n");
+    assert_eq!(o.status.code(), Some(1));
+    let (_, err) = text(&o);
+    assert!(err.starts_with("braid: not a private key"), "{err}");
+}
+
+#[test]
+fn keyless_config_is_refused_with_the_fix() {
+    let d = common::scratch("cli-nokeys");
+    let f = d.join("plain.toml");
+    std::fs::write(&f, "[bond]\naddress = \"10.200.0.1/30\"\n").unwrap();
+    let o = run(&["check", "--config", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("bond.private_key: missing") && err.contains("braid genkey"),
+        "{err}"
+    );
+    std::fs::write(
+        &f,
+        "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n",
+    )
+    .unwrap();
+    let (out, _) = text(&run(&["check", "--config", f.to_str().unwrap()]));
+    assert!(out.contains("encryption none"), "{out}");
     std::fs::remove_dir_all(&d).unwrap();
 }

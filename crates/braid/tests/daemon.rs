@@ -78,7 +78,12 @@ impl Lab {
 
     fn config(&self, side: u8, paths: usize, extra: &str) -> PathBuf {
         let peer = 3 - side;
-        let mut t = format!("[bond]\ninterface = \"braid0\"\naddress = \"10.200.0.{side}/30\"\nmtu = 1300\n{extra}\n");
+        let keys = if extra.contains("encryption") {
+            String::new()
+        } else {
+            braid::lab::scenario::key_lines(side == 1)
+        };
+        let mut t = format!("[bond]\ninterface = \"braid0\"\naddress = \"10.200.0.{side}/30\"\nmtu = 1300\n{keys}{extra}\n");
         for i in 0..paths {
             t.push_str(&format!(
                 "[[path]]\nname = \"p{i}\"\nlocal = \"10.201.{i}.{side}:7000\"\nremote = \"10.201.{i}.{peer}:7000\"\n"

@@ -17,6 +17,9 @@ up_after = 3
 reorder_max_ms = 150
 queue_max_delay_ms = 80
 seed = 9
+private_key = "4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY="
+peer_public_key = "nmFYF6ZKngdcryo53e+fo7ZbW4nP3CZ47oLl9sHfCRM="
+preshared_key = "FHE6N0Qpr+EJiwJnc7UfJ7m1t43yt7fUYOqO9Xn7hAE="
 
 [[path]]
 name = "p0"
@@ -52,7 +55,7 @@ fn err(text: &str) -> String {
     }
 }
 
-const MIN_BOND: &str = "[bond]\naddress = \"10.200.0.1/30\"\n";
+const MIN_BOND: &str = "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n";
 const P0: &str =
     "[[path]]\nname = \"p0\"\nlocal = \"10.201.0.1:7000\"\nremote = \"10.201.0.2:7000\"\n";
 
@@ -256,14 +259,14 @@ fn syntax_error_has_position() {
 #[test]
 fn unknown_keys_are_named_with_line() {
     let e = err(&with_bond("colour = \"red\""));
-    assert!(e.starts_with("t.toml:3:1: unknown field `colour`"), "{e}");
+    assert!(e.starts_with("t.toml:4:1: unknown field `colour`"), "{e}");
     let e = err(&format!("{MIN_BOND}{P0}speed = 3\n"));
-    assert!(e.starts_with("t.toml:7:1: unknown field `speed`"), "{e}");
+    assert!(e.starts_with("t.toml:8:1: unknown field `speed`"), "{e}");
     let e = err(&format!("{MIN_BOND}{P0}[path.emulate]\ndelay = 3\n"));
-    assert!(e.starts_with("t.toml:8:1: unknown field `delay`"), "{e}");
+    assert!(e.starts_with("t.toml:9:1: unknown field `delay`"), "{e}");
     let e = err(&format!("{MIN_BOND}[links]\n"));
     assert!(
-        e.starts_with("t.toml:3:") && e.contains("unknown field `links`"),
+        e.starts_with("t.toml:4:") && e.contains("unknown field `links`"),
         "{e}"
     );
 }
@@ -272,7 +275,7 @@ fn unknown_keys_are_named_with_line() {
 fn wrong_types_are_named() {
     let e = err(&with_bond("mtu = \"big\""));
     assert!(
-        e.starts_with("t.toml:3:7: ") && e.contains("invalid type"),
+        e.starts_with("t.toml:4:7: ") && e.contains("invalid type"),
         "{e}"
     );
 }
@@ -306,7 +309,7 @@ fn bad_address() {
         );
     }
     let e = err(&with_bond("address6 = \"10.0.0.1/24\""));
-    assert!(e.starts_with("t.toml:3:12: bond.address6: "), "{e}");
+    assert!(e.starts_with("t.toml:4:12: bond.address6: "), "{e}");
 }
 
 #[test]
@@ -332,7 +335,7 @@ fn mtu_range() {
     let e = err(&with_bond("mtu = 575"));
     assert_eq!(
         e,
-        format!("t.toml:3:7: bond.mtu: 575 is out of range (576..={MTU_MAX})")
+        format!("t.toml:4:7: bond.mtu: 575 is out of range (576..={MTU_MAX})")
     );
     let e = err(&with_bond("mtu = 65535"));
     assert!(e.contains("bond.mtu: 65535 is out of range"), "{e}");
@@ -344,7 +347,7 @@ fn mtu_range() {
 fn unknown_scheduler() {
     let e = err(&with_bond("scheduler = \"fastest\""));
     assert!(
-        e.starts_with("t.toml:3:13: bond.scheduler: unknown scheduler \"fastest\" (one of: eql, "),
+        e.starts_with("t.toml:4:13: bond.scheduler: unknown scheduler \"fastest\" (one of: eql, "),
         "{e}"
     );
 }
@@ -354,12 +357,12 @@ fn mode_specific_keys_need_their_scheduler() {
     let e = err(&with_bond("hash = \"layer3+4\""));
     assert_eq!(
         e,
-        "t.toml:3:8: bond.hash: only used with scheduler = \"xor\" (scheduler is \"adaptive\")"
+        "t.toml:4:8: bond.hash: only used with scheduler = \"xor\" (scheduler is \"adaptive\")"
     );
     let e = err(&with_bond("scheduler = \"eql\"\nhash = \"layer2\""));
     assert!(
         e.starts_with(
-            "t.toml:4:8: bond.hash: only used with scheduler = \"xor\" (scheduler is \"eql\")"
+            "t.toml:5:8: bond.hash: only used with scheduler = \"xor\" (scheduler is \"eql\")"
         ),
         "{e}"
     );
@@ -386,7 +389,7 @@ fn mode_specific_keys_need_their_scheduler() {
 fn bad_hash_and_reselect() {
     let e = err(&with_bond("scheduler = \"xor\"\nhash = \"layer3\""));
     assert!(
-        e.starts_with("t.toml:4:8: bond.hash: unknown hash policy \"layer3\""),
+        e.starts_with("t.toml:5:8: bond.hash: unknown hash policy \"layer3\""),
         "{e}"
     );
     let e = err(&with_bond(
@@ -394,7 +397,7 @@ fn bad_hash_and_reselect() {
     ));
     assert!(
         e.starts_with(
-            "t.toml:4:20: bond.primary_reselect: \"never\" is not one of always, better, failure"
+            "t.toml:5:20: bond.primary_reselect: \"never\" is not one of always, better, failure"
         ),
         "{e}"
     );
@@ -405,7 +408,7 @@ fn primary_must_name_a_path() {
     let e = err(&with_bond(
         "scheduler = \"active-backup\"\nprimary = \"p9\"",
     ));
-    assert_eq!(e, "t.toml:4:11: bond.primary: no path named \"p9\"");
+    assert_eq!(e, "t.toml:5:11: bond.primary: no path named \"p9\"");
 }
 
 #[test]
@@ -434,7 +437,7 @@ fn numeric_ranges() {
         ("seed = -2", "bond.seed: -2 is out of range"),
     ] {
         let e = err(&with_bond(k));
-        assert!(e.starts_with("t.toml:3:") && e.contains(msg), "{k}: {e}");
+        assert!(e.starts_with("t.toml:4:") && e.contains(msg), "{k}: {e}");
     }
     let e = err(&with_bond(
         "scheduler = \"round-robin\"\npackets_per_path = -1",
@@ -452,11 +455,11 @@ fn path_names() {
     let e = err(&format!(
         "{MIN_BOND}[[path]]\nlocal = \"10.0.0.1:1\"\nremote = \"10.0.0.2:1\"\n"
     ));
-    assert!(e.starts_with("t.toml:3:1: path[0].name: missing"), "{e}");
+    assert!(e.starts_with("t.toml:4:1: path[0].name: missing"), "{e}");
     let e = err(&format!(
         "{MIN_BOND}[[path]]\nname = \"\"\nlocal = \"10.0.0.1:1\"\nremote = \"10.0.0.2:1\"\n"
     ));
-    assert_eq!(e, "t.toml:4:8: path[0].name: must not be empty");
+    assert_eq!(e, "t.toml:5:8: path[0].name: must not be empty");
     let e = err(&format!(
         "{MIN_BOND}[[path]]\nname = \"a b\"\nlocal = \"10.0.0.1:1\"\nremote = \"10.0.0.2:1\"\n"
     ));
@@ -467,7 +470,7 @@ fn path_names() {
     let dup = format!("{MIN_BOND}{P0}[[path]]\nname = \"p0\"\nlocal = \"10.201.0.5:7000\"\nremote = \"10.201.0.6:7000\"\n");
     assert_eq!(
         err(&dup),
-        "t.toml:8:8: path[1].name: duplicate path name \"p0\""
+        "t.toml:9:8: path[1].name: duplicate path name \"p0\""
     );
 }
 
@@ -479,16 +482,16 @@ fn path_endpoints() {
     let e = err(&path("10.0.0.1:0", "10.0.0.2:7000"));
     assert_eq!(
         e,
-        "t.toml:5:9: path[0].local: \"10.0.0.1:0\": port 0 is not allowed"
+        "t.toml:6:9: path[0].local: \"10.0.0.1:0\": port 0 is not allowed"
     );
     let e = err(&path("10.0.0.1:7000", "10.0.0.2:0"));
     assert_eq!(
         e,
-        "t.toml:6:10: path[0].remote: \"10.0.0.2:0\": port 0 is not allowed"
+        "t.toml:7:10: path[0].remote: \"10.0.0.2:0\": port 0 is not allowed"
     );
     let e = err(&path("10.0.0.1", "10.0.0.2:7000"));
     assert!(
-        e.starts_with("t.toml:5:9: path[0].local: \"10.0.0.1\" is not an ADDR:PORT"),
+        e.starts_with("t.toml:6:9: path[0].local: \"10.0.0.1\" is not an ADDR:PORT"),
         "{e}"
     );
     let e = err(&path("0.0.0.0:7000", "10.0.0.2:7000"));
@@ -497,15 +500,15 @@ fn path_endpoints() {
         "{e}"
     );
     let e = err(&path("10.0.0.1:7000", "[fd00::2]:7000"));
-    assert!(e.starts_with("t.toml:6:10: path[0].remote: [fd00::2]:7000 and local 10.0.0.1:7000 are of different address families"), "{e}");
+    assert!(e.starts_with("t.toml:7:10: path[0].remote: [fd00::2]:7000 and local 10.0.0.1:7000 are of different address families"), "{e}");
     let e = err(&format!(
         "{MIN_BOND}[[path]]\nname = \"a\"\nlocal = \"10.0.0.1:1\"\n"
     ));
-    assert!(e.starts_with("t.toml:3:1: path[0].remote: missing"), "{e}");
+    assert!(e.starts_with("t.toml:4:1: path[0].remote: missing"), "{e}");
     let dup = format!("{MIN_BOND}{P0}[[path]]\nname = \"p1\"\nlocal = \"10.201.0.1:7000\"\nremote = \"10.201.0.6:7000\"\n");
     assert_eq!(
         err(&dup),
-        "t.toml:9:9: path[1].local: 10.201.0.1:7000 is already used by another path"
+        "t.toml:10:9: path[1].local: 10.201.0.1:7000 is already used by another path"
     );
 }
 
@@ -515,7 +518,7 @@ fn path_numbers_and_dev() {
     assert_eq!(
         e,
         format!(
-            "t.toml:7:7: path[0].bps: -1 is out of range (0..={})",
+            "t.toml:8:7: path[0].bps: -1 is out of range (0..={})",
             i64::MAX
         )
     );
@@ -525,7 +528,7 @@ fn path_numbers_and_dev() {
         "{e}"
     );
     let e = err(&format!("{MIN_BOND}{P0}dev = \"\"\n"));
-    assert_eq!(e, "t.toml:7:7: path[0].dev: must not be empty");
+    assert_eq!(e, "t.toml:8:7: path[0].dev: must not be empty");
 }
 
 #[test]
@@ -558,14 +561,14 @@ fn emulate_ranges() {
         ),
     ] {
         let e = err(&format!("{MIN_BOND}{P0}[path.emulate]\n{k}\n"));
-        assert!(e.starts_with("t.toml:8:") && e.contains(msg), "{k}: {e}");
+        assert!(e.starts_with("t.toml:9:") && e.contains(msg), "{k}: {e}");
     }
     let e = err(&format!(
         "{MIN_BOND}{P0}[path.emulate]\noutages = [[1, 2, 3]]\n"
     ));
     assert_eq!(
         e,
-        "t.toml:8:11: path[0].emulate.outages: [1, 2, 3] is not a [start_ms, length_ms] pair"
+        "t.toml:9:11: path[0].emulate.outages: [1, 2, 3] is not a [start_ms, length_ms] pair"
     );
 }
 
@@ -616,6 +619,7 @@ fn endpoint_helpers() {
 const SHAPED: &str = r#"
 [bond]
 address = "10.200.0.1/30"
+encryption = "none"
 [shape]
 rate = "10mbit"
 default = "1:20"
@@ -661,10 +665,13 @@ fn shape_native_form() {
     assert_eq!(f.protocol, Some(17));
     assert_eq!(f.dport.map(|p| (p.lo, p.hi)), Some((5060, 5061)));
     assert_eq!(f.tos, Some((46 << 2, 0xfc)));
-    assert!(Config::parse("[bond]\naddress = \"10.200.0.1/30\"\n", "x")
-        .unwrap()
-        .shape
-        .is_none());
+    assert!(Config::parse(
+        "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n",
+        "x"
+    )
+    .unwrap()
+    .shape
+    .is_none());
 }
 
 #[test]
@@ -672,7 +679,7 @@ fn shape_errors_name_key_and_line() {
     let cases = [
         (
             SHAPED.replace("rate = \"10mbit\"\ndefault", "rate = \"fast\"\ndefault"),
-            "5:8: shape.rate: \"fast\" is not a rate",
+            "6:8: shape.rate: \"fast\" is not a rate",
         ),
         (
             SHAPED.replace("default = \"1:20\"\n", ""),
@@ -721,7 +728,7 @@ fn shape_script_relative_to_the_config_file() {
         "{:?}",
         shape.notes
     );
-    let missing = "[bond]\naddress = \"10.200.0.1/30\"\n[shape]\nscript = \"nope.tc\"\n";
+    let missing = "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n[shape]\nscript = \"nope.tc\"\n";
     let e = Config::parse(missing, "/etc/braid.toml")
         .unwrap_err()
         .to_string();
@@ -729,7 +736,9 @@ fn shape_script_relative_to_the_config_file() {
 }
 
 fn serial_cfg(path: &str) -> String {
-    format!("[bond]\naddress = \"10.0.0.1/30\"\n[[path]]\nname = \"s0\"\n{path}")
+    format!(
+        "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\n[[path]]\nname = \"s0\"\n{path}"
+    )
 }
 
 #[test]
@@ -766,59 +775,103 @@ fn serial_path_errors() {
     ));
     assert_eq!(
         e,
-        "t.toml:8:9: path[0].local: not used by a serial path (it has `device` and `baud`)"
+        "t.toml:9:9: path[0].local: not used by a serial path (it has `device` and `baud`)"
     );
     let e = err(&serial_cfg("kind = \"serial\"\nbaud = 9600\n"));
     assert!(
-        e.starts_with("t.toml:3:1: path[0].device: missing (for example device = \"/dev/ttyS0\")"),
+        e.starts_with("t.toml:4:1: path[0].device: missing (for example device = \"/dev/ttyS0\")"),
         "{e}"
     );
     let e = err(&serial_cfg("kind = \"serial\"\ndevice = \"/dev/ttyS0\"\n"));
     assert_eq!(
         e,
-        "t.toml:6:10: path[0].baud: missing (for example baud = 57600)"
+        "t.toml:7:10: path[0].baud: missing (for example baud = 57600)"
     );
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 5000000\n",
     ));
     assert_eq!(
         e,
-        "t.toml:7:8: path[0].baud: 5000000 is out of range (50..=4000000)"
+        "t.toml:8:8: path[0].baud: 5000000 is out of range (50..=4000000)"
     );
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\nframing = \"ppp\"\n",
     ));
     assert_eq!(
         e,
-        "t.toml:8:11: path[0].framing: unknown framing \"ppp\" (expected slip, slip6 or cslip)"
+        "t.toml:9:11: path[0].framing: unknown framing \"ppp\" (expected slip, slip6 or cslip)"
     );
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"ttyS0\"\nbaud = 9600\n",
     ));
     assert!(
-        e.starts_with("t.toml:6:10: path[0].device: \"ttyS0\" is not an absolute path"),
+        e.starts_with("t.toml:7:10: path[0].device: \"ttyS0\" is not an absolute path"),
         "{e}"
     );
     let e = err(&serial_cfg(
         "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\nmtu = 296\n",
     ));
     assert!(
-        e.starts_with("t.toml:8:7: path[0].mtu: 296 is smaller than bond.mtu + 20"),
+        e.starts_with("t.toml:9:7: path[0].mtu: 296 is smaller than bond.mtu + 20"),
         "{e}"
     );
     let e = err(&serial_cfg("kind = \"modem\"\n"));
     assert_eq!(
         e,
-        "t.toml:5:8: path[0].kind: unknown kind \"modem\" (\"udp\" or \"serial\")"
+        "t.toml:6:8: path[0].kind: unknown kind \"modem\" (\"udp\" or \"serial\")"
     );
     let e = err(&serial_cfg(
         "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nbaud = 9600\n",
     ));
-    assert_eq!(e, "t.toml:7:8: path[0].baud: only for kind = \"serial\"");
-    let two = "[bond]\naddress = \"10.0.0.1/30\"\n[[path]]\nname = \"a\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n[[path]]\nname = \"b\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n";
+    assert_eq!(e, "t.toml:8:8: path[0].baud: only for kind = \"serial\"");
+    let two = "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\n[[path]]\nname = \"a\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n[[path]]\nname = \"b\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n";
     assert_eq!(
         err(two),
-        "t.toml:11:10: path[1].device: /dev/ttyS0 is already used by another path"
+        "t.toml:12:10: path[1].device: /dev/ttyS0 is already used by another path"
+    );
+}
+
+// ---- [bond] keys and encryption ----
+
+const KEY_A: &str = "4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY=";
+const PUB_A: &str = "WYL3zwI51cCB1psMlRojhOTdNlYH09Ct1INGahWVq0c=";
+const PUB_B: &str = "nmFYF6ZKngdcryo53e+fo7ZbW4nP3CZ47oLl9sHfCRM=";
+
+fn bond_with(lines: &str) -> String {
+    format!("[bond]\naddress = \"10.200.0.1/30\"\n{lines}\n")
+}
+
+#[test]
+fn full_config_has_keys() {
+    let c = parse(FULL).unwrap();
+    let Encryption::Keys(k) = &c.bond.encryption else {
+        panic!("keys expected");
+    };
+    assert_eq!(k.private_key.public_key().to_base64(), PUB_A);
+    assert_eq!(k.peer_public_key.to_base64(), PUB_B);
+    assert!(k.preshared_key.is_some());
+    assert_eq!(k.rekey_after, None);
+}
+
+#[test]
+fn no_keys_is_refused_with_the_fix() {
+    let e = err("[bond]\naddress = \"10.200.0.1/30\"\n");
+    assert!(
+        e.starts_with("t.toml:1:1: bond.private_key: missing"),
+        "{e}"
+    );
+    assert!(
+        e.contains("braid genkey") && e.contains("encryption = \"none\""),
+        "{e}"
+    );
+    let e = err(&bond_with(&format!("private_key = \"{KEY_A}\"")));
+    assert!(e.contains("bond.peer_public_key: missing"), "{e}");
+    assert_eq!(
+        parse(&bond_with("encryption = \"none\""))
+            .unwrap()
+            .bond
+            .encryption,
+        Encryption::None
     );
 }
 
@@ -835,4 +888,71 @@ fn termios_baud_rounds_up_to_a_standard_rate() {
         (slip6 as f64 / slip as f64 - 0.75).abs() < 0.01,
         "{slip} {slip6}"
     );
+}
+
+#[test]
+fn bad_keys_name_the_key_and_line() {
+    let e = err(&bond_with(&format!(
+        "private_key = \"!!!!\"\npeer_public_key = \"{PUB_B}\""
+    )));
+    assert!(
+        e.starts_with("t.toml:3:15: bond.private_key: key is not valid base64"),
+        "{e}"
+    );
+    let e = err(&bond_with(&format!(
+        "private_key = \"{KEY_A}\"\npeer_public_key = \"AAAA\""
+    )));
+    assert!(
+        e.starts_with("t.toml:4:19: bond.peer_public_key: key decodes to 3 bytes"),
+        "{e}"
+    );
+    let e = err(&bond_with(&format!(
+        "private_key = \"{KEY_A}\"\npeer_public_key = \"{PUB_A}\""
+    )));
+    assert!(e.contains("this host's own public key"), "{e}");
+    let e = err(&bond_with("encryption = \"aes\""));
+    assert!(
+        e.starts_with("t.toml:3:14: bond.encryption: \"aes\" is not known"),
+        "{e}"
+    );
+    let e = err(&bond_with(&format!(
+        "encryption = \"none\"\npeer_public_key = \"{PUB_B}\""
+    )));
+    assert!(e.contains("are both set"), "{e}");
+    let e = err(&bond_with(&format!(
+        "private_key = \"{KEY_A}\"\npeer_public_key = \"{PUB_B}\"\nrekey_after_s = 0"
+    )));
+    assert!(e.contains("bond.rekey_after_s: 0 is out of range"), "{e}");
+}
+
+#[test]
+fn key_files_relative_and_mode_checked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("braid-cfgkeys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("a.key");
+    std::fs::write(&key, format!("{KEY_A}\n")).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let cfg = dir.join("braid.toml");
+    let text = bond_with(&format!(
+        "private_key_file = \"a.key\"\npeer_public_key = \"{PUB_B}\""
+    ));
+    let e = Config::parse(&text, cfg.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bond.private_key_file: ") && e.contains("a.key has mode 0640"),
+        "{e}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c = Config::parse(&text, cfg.to_str().unwrap()).unwrap();
+    assert_eq!(c.bond.encryption.name(), "chacha20-poly1305");
+    let both = bond_with(&format!(
+        "private_key = \"{KEY_A}\"\nprivate_key_file = \"a.key\"\npeer_public_key = \"{PUB_B}\""
+    ));
+    let e = Config::parse(&both, cfg.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not both"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use braid_core::crypto::{OsRng, PrivateKey};
 use serde::{Deserialize, Serialize};
 
 /// The scenarios shipped in `scenarios/`, as (name, TOML text).
@@ -37,6 +38,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "eql-serial-57600-14400",
         include_str!("../../../../scenarios/eql-serial-57600-14400.toml"),
+    ),
+    (
+        "single-unshaped-plain",
+        include_str!("../../../../scenarios/single-unshaped-plain.toml"),
     ),
 ];
 
@@ -401,6 +406,17 @@ impl Scenario {
         for (k, v) in &self.bond.extra {
             bond.insert(k.clone(), v.clone());
         }
+        // Encrypted by default, as braid is: one key pair per lab run (this process),
+        // unless the scenario sets `encryption` or its own keys.
+        if !bond.contains_key("encryption") && !bond.contains_key("private_key") {
+            let (ka, kb) = lab_keys();
+            let (mine, peer) = if a { (ka, kb) } else { (kb, ka) };
+            bond.insert("private_key".into(), mine.to_base64().into());
+            bond.insert(
+                "peer_public_key".into(),
+                peer.public_key().to_base64().into(),
+            );
+        }
         let mut paths = Vec::new();
         for (i, p) in self.paths.iter().enumerate() {
             let mut t = toml::Table::new();
@@ -458,6 +474,28 @@ impl Scenario {
         root.insert("path".into(), toml::Value::Array(paths));
         Ok(toml::to_string(&root)?)
     }
+}
+
+/// `[bond]` lines with side `a`'s (or b's) lab keys, for configs written as text.
+pub fn key_lines(a: bool) -> String {
+    let (ka, kb) = lab_keys();
+    let (mine, peer) = if a { (ka, kb) } else { (kb, ka) };
+    format!(
+        "private_key = \"{}\"\npeer_public_key = \"{}\"\n",
+        mine.to_base64(),
+        peer.public_key().to_base64()
+    )
+}
+
+/// The lab's key pair for sides a and b, generated once per process.
+fn lab_keys() -> &'static (PrivateKey, PrivateKey) {
+    static KEYS: std::sync::OnceLock<(PrivateKey, PrivateKey)> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        (
+            PrivateKey::generate(&mut OsRng),
+            PrivateKey::generate(&mut OsRng),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -595,5 +633,29 @@ name = "p1"
         assert_eq!(pb[0]["local"].as_str(), Some("10.201.0.2:7000"));
         assert!(pb[1].get("emulate").is_none());
         assert_ne!(pa[0]["emulate"]["seed"], pb[0]["emulate"]["seed"]);
+        // Generated keys, each side the other's peer; both configs load.
+        let key = |t: &toml::Table, k: &str| t["bond"][k].as_str().unwrap().to_owned();
+        let pub_of = |t: &toml::Table| {
+            PrivateKey::from_base64(&key(t, "private_key"))
+                .unwrap()
+                .public_key()
+                .to_base64()
+        };
+        assert_eq!(key(&a, "peer_public_key"), pub_of(&b));
+        assert_eq!(key(&b, "peer_public_key"), pub_of(&a));
+        for t in [&a, &b] {
+            let c = crate::config::Config::parse(&toml::to_string(t).unwrap(), "lab").unwrap();
+            assert_eq!(c.bond.encryption.name(), "chacha20-poly1305");
+        }
+        // A scenario may opt out.
+        let plain = Scenario::parse(&text.replace(
+            "hash = \"layer2\"",
+            "hash = \"layer2\"\nencryption = \"none\"",
+        ))
+        .unwrap();
+        let p: toml::Table =
+            toml::from_str(&plain.daemon_config(true, &links, None).unwrap()).unwrap();
+        assert!(p["bond"].get("private_key").is_none());
+        assert_eq!(p["bond"]["encryption"].as_str(), Some("none"));
     }
 }

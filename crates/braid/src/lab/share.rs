@@ -377,6 +377,7 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins>
             "[bond]\ninterface = \"braid0\"\naddress = \"{}\"\n",
             if a { "10.200.0.1/30" } else { "10.200.0.2/30" }
         );
+        s += &super::scenario::key_lines(a);
         if a {
             s += &format!(
                 "[shape]\nscript = \"{}\"\nrate = \"{}kbit\"\n",

@@ -1,5 +1,8 @@
-//! One non-blocking UDP socket per path: bound to the path's `local` address, connected
-//! to its `remote`, optionally bound to a device (SO_BINDTODEVICE).
+//! One non-blocking UDP socket per path: bound to the path's `local` address, optionally
+//! bound to a device (SO_BINDTODEVICE). Not connected: the daemon sends with `send_to` the
+//! path's current peer address and reads with `recv_from`, so that the peer address can
+//! follow authenticated datagrams from a new source (roaming, NAT rebinding). Datagrams
+//! from other sources are filtered by [`crate::seal::Sealer`], not by the kernel.
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -30,12 +33,19 @@ impl std::fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
-/// Open the path socket. Errors say which step failed.
+/// Open the path socket. Errors say which step failed. `remote` is only checked for its
+/// address family; the socket is not connected.
 pub fn open(
     local: SocketAddr,
     remote: SocketAddr,
     dev: Option<&str>,
 ) -> Result<UdpSocket, OpenError> {
+    if local.is_ipv4() != remote.is_ipv4() {
+        return Err(OpenError {
+            step: format!("remote {remote}"),
+            err: io::Error::from_raw_os_error(libc::EAFNOSUPPORT),
+        });
+    }
     let step = |what: String| move |err: io::Error| OpenError { step: what, err };
     let sock = Socket::new(
         Domain::for_address(local),
@@ -69,8 +79,6 @@ pub fn open(
     }
     sock.bind(&local.into())
         .map_err(step(format!("bind {local}")))?;
-    sock.connect(&remote.into())
-        .map_err(step(format!("connect {remote}")))?;
     Ok(sock.into())
 }
 
@@ -131,12 +139,13 @@ mod tests {
         drop((a0, b0));
         let a = open(a_addr, b_addr, None).unwrap();
         let b = open(b_addr, a_addr, None).unwrap();
-        a.send(b"hello").unwrap();
+        a.send_to(b"hello", b_addr).unwrap();
         let mut buf = [0u8; 16];
         let mut got = None;
         for _ in 0..1000 {
-            match b.recv(&mut buf) {
-                Ok(n) => {
+            match b.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    assert_eq!(from, a_addr);
                     got = Some(n);
                     break;
                 }

@@ -1,0 +1,165 @@
+//! `[bond]` keys: `private_key` / `private_key_file`, `peer_public_key`, `preshared_key` /
+//! `preshared_key_file`, `encryption = "none"`, and the testing key `rekey_after_s`.
+
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use braid_core::crypto::{PresharedKey, PrivateKey, PublicKey};
+
+use super::{at, VResult, S};
+
+/// Whether and how the bond's datagrams are sealed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Encryption {
+    /// `encryption = "none"`: plaintext datagrams (trusted links only; a warning at start).
+    None,
+    /// Sealed with a Noise IKpsk2 session between these keys.
+    Keys(Box<KeySettings>),
+}
+
+impl Encryption {
+    /// The name shown by `braid check` and in the status.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Encryption::None => "none",
+            Encryption::Keys(_) => "chacha20-poly1305",
+        }
+    }
+}
+
+/// The validated keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySettings {
+    /// Our static private key.
+    pub private_key: PrivateKey,
+    /// The peer's static public key.
+    pub peer_public_key: PublicKey,
+    /// Optional symmetric key mixed into the handshake.
+    pub preshared_key: Option<PresharedKey>,
+    /// Testing only: start a new handshake this often (the protocol rekeys every 120 s).
+    pub rekey_after: Option<Duration>,
+}
+
+/// The raw keys, borrowed from the `[bond]` table.
+pub(super) struct RawSecurity<'a> {
+    pub encryption: &'a Option<S<String>>,
+    pub private_key: &'a Option<S<String>>,
+    pub private_key_file: &'a Option<S<String>>,
+    pub peer_public_key: &'a Option<S<String>>,
+    pub preshared_key: &'a Option<S<String>>,
+    pub preshared_key_file: &'a Option<S<String>>,
+    pub rekey_after_s: &'a Option<S<i64>>,
+}
+
+const HOW: &str = "generate a key pair on each host with `braid genkey > private.key; chmod 600 private.key; braid pubkey < private.key`, then set bond.private_key_file and bond.peer_public_key (the other host's public key); or set bond.encryption = \"none\" for a trusted link";
+
+/// An inline key or a key file (relative to the config file's directory), one of them.
+fn key_text(
+    inline: &Option<S<String>>,
+    file: &Option<S<String>>,
+    key: &str,
+    base: &Path,
+) -> VResult<Option<(String, Range<usize>)>> {
+    match (inline, file) {
+        (Some(_), Some(f)) => Err(at(
+            f,
+            format!("bond.{key}_file: set either bond.{key} or bond.{key}_file, not both"),
+        )),
+        (Some(k), None) => Ok(Some((k.get_ref().clone(), k.span()))),
+        (None, Some(f)) => {
+            let path = base.join(f.get_ref());
+            let text = crate::keys::read_key_file(&path)
+                .map_err(|m| at(f, format!("bond.{key}_file: {m}")))?;
+            Ok(Some((text, f.span())))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+pub(super) fn validate(r: RawSecurity<'_>, bond: Range<usize>, base: &Path) -> VResult<Encryption> {
+    let private = key_text(r.private_key, r.private_key_file, "private_key", base)?;
+    let psk = key_text(r.preshared_key, r.preshared_key_file, "preshared_key", base)?;
+    if let Some(e) = r.encryption {
+        if e.get_ref() != "none" {
+            return Err(at(
+                e,
+                format!(
+                    "bond.encryption: {:?} is not known: the only value is \"none\" (leave it out and set keys to encrypt)",
+                    e.get_ref()
+                ),
+            ));
+        }
+        let keyed = [
+            r.private_key.as_ref().map(S::span),
+            r.private_key_file.as_ref().map(S::span),
+            r.peer_public_key.as_ref().map(S::span),
+            r.preshared_key.as_ref().map(S::span),
+            r.preshared_key_file.as_ref().map(S::span),
+        ]
+        .into_iter()
+        .flatten()
+        .next();
+        if let Some(span) = keyed {
+            return Err((
+                Some(span),
+                "bond.encryption = \"none\" and keys are both set: remove one".into(),
+            ));
+        }
+        return Ok(Encryption::None);
+    }
+    let Some((private, pspan)) = private else {
+        return Err((
+            Some(bond),
+            format!("bond.private_key: missing; braid encrypts by default: {HOW}"),
+        ));
+    };
+    let private_key = PrivateKey::from_base64(&private).map_err(|e| {
+        (
+            Some(pspan.clone()),
+            format!("bond.private_key: {e} (a `braid genkey` key is 44 characters of base64)"),
+        )
+    })?;
+    let Some(peer) = r.peer_public_key else {
+        return Err((
+            Some(bond),
+            format!("bond.peer_public_key: missing (the other host's `braid pubkey`): {HOW}"),
+        ));
+    };
+    let peer_public_key = PublicKey::from_base64(peer.get_ref())
+        .map_err(|e| at(peer, format!("bond.peer_public_key: {e}")))?;
+    if peer_public_key == private_key.public_key() {
+        return Err(at(
+            peer,
+            "bond.peer_public_key: is this host's own public key (use the other host's)".into(),
+        ));
+    }
+    let preshared_key = match psk {
+        None => None,
+        Some((text, span)) => Some(
+            PresharedKey::from_base64(&text)
+                .map_err(|e| (Some(span), format!("bond.preshared_key: {e}")))?,
+        ),
+    };
+    let rekey_after = match r.rekey_after_s {
+        None => None,
+        Some(s) if (1..=3600).contains(s.get_ref()) => {
+            Some(Duration::from_secs(s.get_ref().unsigned_abs()))
+        }
+        Some(s) => {
+            return Err(at(
+                s,
+                format!(
+                    "bond.rekey_after_s: {} is out of range (1..=3600)",
+                    s.get_ref()
+                ),
+            ))
+        }
+    };
+    Ok(Encryption::Keys(Box::new(KeySettings {
+        private_key,
+        peer_public_key,
+        preshared_key,
+        rekey_after,
+    })))
+}

@@ -1,0 +1,552 @@
+//! The daemon's side of path encryption: a [`Sealer`] owns the bond's
+//! [`braid_core::crypto::Tunnel`] and sits between the bond and the path sockets.
+//!
+//! - **Out**: every datagram the bond emits goes through [`Sealer::outgoing`] before it
+//!   goes on a path. While no session exists (the first handshake, or after one expired)
+//!   the datagram is dropped and counted (`no_session_dropped`): the bond's probes and
+//!   TCP's retransmissions repeat what matters, and holding packets would only delay the
+//!   first handshake's completion.
+//! - **In**: every datagram read from a path socket goes through [`Sealer::incoming`]
+//!   first. Only authenticated transport plaintext ([`Incoming::Deliver`]) reaches the
+//!   bond; handshake answers ([`Incoming::Reply`]) go back to the source on the same path;
+//!   everything else is dropped and counted under its [`Rejected::name`].
+//! - **Roaming**: a path's peer address follows authenticated datagrams only: when one
+//!   arrives from a new source, `incoming` updates the path's remote address.
+//! - **Handshakes**: initiations and keepalives from [`Sealer::poll_transmit`] go out on
+//!   every path with an open socket (an initiation is 148 bytes; the peer answers the first
+//!   copy and refuses the rest as `handshake_too_old`). The first handshake starts at once.
+//! - `encryption = "none"`: datagrams pass unchanged, and only datagrams from the path's
+//!   configured remote address are accepted (`unknown_source`), as the connected sockets
+//!   of earlier versions did.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use braid_core::crypto::envelope::OVERHEAD;
+use braid_core::crypto::{Opened, Rejected, ReplayWindow, SealError, Tunnel, TunnelConfig};
+use braid_core::crypto::{OsRng, PrivateKey};
+use braid_core::Instant;
+use serde_json::{json, Map, Value};
+
+use crate::config::{Config, Encryption};
+
+/// Largest datagram the sealer handles (the daemon's read size).
+pub const MAX_DATAGRAM: usize = 65536;
+
+/// Smallest replay window, in packets: 65 536 (0.7 s at 1 Gbit/s of 1400-byte datagrams).
+pub const MIN_REPLAY_WINDOW: usize = 65536;
+
+/// The packet size the window is sized for: small packets make the most packets per
+/// second at a given rate.
+const SIZING_PACKET_BYTES: u64 = 256;
+
+/// The rate the window is sized for when no path has a configured `bps`.
+const DEFAULT_SIZING_BPS: u64 = 1_000_000_000;
+
+/// Handshake messages (initiations, responses, cookie replies) the daemon passes to the
+/// tunnel per second at most; more are dropped unread (`handshake_flood_dropped`). The
+/// tunnel's own per-source limit and cookies handle what gets through; this bound keeps a
+/// flood from any number of sources from taking the CPU the data path needs (as
+/// WireGuard's bounded handshake queue does). A peer's real handshake lost in a flood is
+/// retried 5 s later; an established session is not affected.
+pub const HANDSHAKES_PER_SECOND: u64 = 1000;
+
+/// Burst of the handshake budget.
+const HANDSHAKE_BURST: u64 = 100;
+
+/// Refill time of one handshake token, µs.
+const HANDSHAKE_COST_US: u64 = 1_000_000 / HANDSHAKES_PER_SECOND;
+
+/// What became of a received datagram.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Incoming<'a> {
+    /// Authenticated plaintext for the bond (`bond.handle_datagram`).
+    Deliver(&'a [u8]),
+    /// Send these bytes back to the source on the same path.
+    Reply(&'a [u8]),
+    /// Nothing for the bond (counted, or a handshake step that needs no answer).
+    Drop,
+}
+
+/// The daemon's own counters (the tunnel's are in [`Tunnel::counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SealCounters {
+    /// Outgoing datagrams dropped because no session existed yet (or it expired).
+    pub no_session_dropped: u64,
+    /// Received datagrams refused whose source was not the path's peer address (with
+    /// `encryption = "none"`: every datagram from another address; with keys: those the
+    /// tunnel also refused).
+    pub unknown_source: u64,
+    /// Paths whose peer address changed to follow an authenticated datagram.
+    pub roamed: u64,
+    /// Empty authenticated datagrams (keepalives) received.
+    pub keepalives_received: u64,
+    /// Handshake messages dropped unread beyond [`HANDSHAKES_PER_SECOND`].
+    pub handshake_flood_dropped: u64,
+}
+
+/// The replay window for a bond: the packets that can arrive in `max(reorder_max, 200 ms)`
+/// at the sum of the paths' configured rates (1 Gbit/s when none is configured) in
+/// 256-byte packets, and at least [`MIN_REPLAY_WINDOW`]. A datagram further behind than
+/// the reorder buffer waits is useless anyway; the 200 ms floor covers paths whose delays
+/// differ more than the reorder buffer's default allows.
+pub fn replay_window_bits(cfg: &Config) -> usize {
+    let bps: u64 = cfg.paths.iter().map(|p| p.bps).sum();
+    let bps = if bps == 0 { DEFAULT_SIZING_BPS } else { bps };
+    let spread = cfg.bond.core.reorder_max.max(Duration::from_millis(200));
+    let pps = ReplayWindow::packet_rate(bps, SIZING_PACKET_BYTES);
+    ReplayWindow::bits_for(pps, spread).max(MIN_REPLAY_WINDOW)
+}
+
+/// The crypto between a bond and its path sockets. See the module documentation.
+pub struct Sealer {
+    tunnel: Option<Tunnel>,
+    /// Scratch for sealing and for the tunnel's own transmits.
+    buf: Vec<u8>,
+    counters: SealCounters,
+    /// Testing: start a handshake this often.
+    rekey_every: Option<Duration>,
+    next_rekey: Instant,
+    window_bits: usize,
+    /// Handshake budget: tokens (in µs of refill time) and when last refilled.
+    hs_budget_us: u64,
+    hs_refilled: Instant,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sealer")
+            .field("tunnel", &self.tunnel)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sealer {
+    /// The sealer of `cfg`'s bond, with the first handshake requested at `now`.
+    pub fn new(cfg: &Config, now: Instant) -> Sealer {
+        let window_bits = replay_window_bits(cfg);
+        let mut rekey_every = None;
+        let tunnel = match &cfg.bond.encryption {
+            Encryption::None => None,
+            Encryption::Keys(k) => {
+                // 32 random bytes from the OS (a fresh key is exactly that, clamped).
+                let seed = *PrivateKey::generate(&mut OsRng).as_bytes();
+                let mut tc = TunnelConfig::new(k.private_key.clone(), k.peer_public_key, seed);
+                tc.preshared_key = k.preshared_key.clone();
+                tc.replay_window_bits = window_bits;
+                tc.unix_micros_at_zero = unix_micros().saturating_sub(now.as_micros());
+                let mut t = Tunnel::new(tc);
+                t.start_handshake(now);
+                rekey_every = k.rekey_after;
+                Some(t)
+            }
+        };
+        Sealer {
+            tunnel,
+            buf: vec![0; MAX_DATAGRAM + OVERHEAD],
+            counters: SealCounters::default(),
+            rekey_every,
+            next_rekey: rekey_every.map_or(Instant::FAR_FUTURE, |d| now + d),
+            window_bits,
+            hs_budget_us: HANDSHAKE_BURST * HANDSHAKE_COST_US,
+            hs_refilled: now,
+        }
+    }
+
+    /// Whether datagrams are sealed.
+    pub fn enabled(&self) -> bool {
+        self.tunnel.is_some()
+    }
+
+    /// Bytes sealing adds to a datagram (0 without encryption).
+    pub fn overhead(&self) -> usize {
+        if self.enabled() {
+            OVERHEAD
+        } else {
+            0
+        }
+    }
+
+    /// The bytes to send for one datagram of the bond: `datagram` itself without
+    /// encryption, else the sealed copy. `None`: dropped (no session yet; counted).
+    pub fn outgoing<'a>(&'a mut self, now: Instant, datagram: &'a [u8]) -> Option<&'a [u8]> {
+        let Some(t) = &mut self.tunnel else {
+            return Some(datagram);
+        };
+        match t.seal_from(now, datagram, &mut self.buf) {
+            Ok(n) => self.buf.get(..n),
+            Err(SealError::NoSession | SealError::BufferTooSmall) => {
+                self.counters.no_session_dropped += 1;
+                None
+            }
+        }
+    }
+
+    /// Process a datagram from `src` on a path whose peer address is `*remote`, in place.
+    /// Updates `*remote` when an authenticated datagram comes from a new address.
+    pub fn incoming<'a>(
+        &mut self,
+        now: Instant,
+        remote: &mut SocketAddr,
+        src: SocketAddr,
+        bytes: &'a mut [u8],
+    ) -> Incoming<'a> {
+        let Some(t) = &mut self.tunnel else {
+            if src != *remote {
+                self.counters.unknown_source += 1;
+                return Incoming::Drop;
+            }
+            return Incoming::Deliver(bytes);
+        };
+        if let [2, 1..=3, ..] = bytes {
+            // A handshake message: take one from the budget before any work.
+            let cap = HANDSHAKE_BURST * HANDSHAKE_COST_US;
+            let refill = now.saturating_since(self.hs_refilled).as_micros();
+            self.hs_refilled = now;
+            self.hs_budget_us = self
+                .hs_budget_us
+                .saturating_add(u64::try_from(refill).unwrap_or(u64::MAX))
+                .min(cap);
+            if self.hs_budget_us < HANDSHAKE_COST_US {
+                self.counters.handshake_flood_dropped += 1;
+                return Incoming::Drop;
+            }
+            self.hs_budget_us -= HANDSHAKE_COST_US;
+        }
+        match t.open(now, src, bytes) {
+            Ok(Opened::Data { plaintext, .. }) => {
+                if src != *remote {
+                    *remote = src;
+                    self.counters.roamed += 1;
+                }
+                if plaintext.is_empty() {
+                    self.counters.keepalives_received += 1;
+                    Incoming::Drop
+                } else {
+                    Incoming::Deliver(plaintext)
+                }
+            }
+            Ok(Opened::Reply(r)) => Incoming::Reply(r),
+            Ok(Opened::Established(_) | Opened::CookieStored) => Incoming::Drop,
+            Err(_) => {
+                if src != *remote {
+                    self.counters.unknown_source += 1;
+                }
+                Incoming::Drop
+            }
+        }
+    }
+
+    /// A handshake datagram (initiation or keepalive) to send on every path with an open
+    /// socket. Call until `None` after every other call.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<&[u8]> {
+        let t = self.tunnel.as_mut()?;
+        let tx = t.poll_transmit(now, &mut self.buf)?;
+        self.buf.get(..tx.len)
+    }
+
+    /// When [`Sealer::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let t = self.tunnel.as_ref()?.poll_timeout();
+        match self.rekey_every {
+            Some(_) => Some(t.map_or(self.next_rekey, |t| t.min(self.next_rekey))),
+            None => t,
+        }
+    }
+
+    /// Run the tunnel's timers (then drain [`Sealer::poll_transmit`]).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let Some(t) = &mut self.tunnel else { return };
+        t.handle_timeout(now);
+        if let Some(every) = self.rekey_every {
+            if now >= self.next_rekey {
+                t.start_handshake(now);
+                self.next_rekey = now + every;
+            }
+        }
+    }
+
+    /// The daemon's and the tunnel's counters.
+    pub fn counters(&self) -> SealCounters {
+        self.counters
+    }
+
+    /// The tunnel's counter named `name` (a [`Rejected::name`] or an event counter).
+    pub fn tunnel_counter(&self, name: &str) -> Option<u64> {
+        let t = self.tunnel.as_ref()?;
+        t.counters()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// The `encryption` object of `braid status --json`: whether sealing is on, the
+    /// session, the replay window, and every counter by name (each [`Rejected`] reason in
+    /// `rejected`).
+    pub fn status_json(&self, now: Instant) -> Value {
+        let Some(t) = &self.tunnel else {
+            return json!({
+                "enabled": false,
+                "counters": self.counters,
+            });
+        };
+        let c = t.counters();
+        let rejected: Map<String, Value> = Rejected::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), json!(c.rejected(*r))))
+            .collect();
+        let events: Map<String, Value> = c
+            .iter()
+            .skip(Rejected::ALL.len())
+            .map(|(n, v)| (n.to_string(), json!(v)))
+            .collect();
+        json!({
+            "enabled": true,
+            "public_key": t.local_public_key().to_base64(),
+            "peer_public_key": t.peer_public_key().to_base64(),
+            "established": t.is_established(now),
+            "session": t.current_session(now).map(|s| format!("{s:?}")),
+            "replay_window": self.window_bits,
+            "rejected": rejected,
+            "rejected_total": c.rejected_total(),
+            "events": events,
+            "counters": self.counters,
+        })
+    }
+}
+
+/// The text status line(s) of the `encryption` object of [`Sealer::status_json`]: the
+/// session state, and every non-zero drop counter by name.
+pub fn render_status(e: &Value) -> String {
+    let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let c = e.get("counters").unwrap_or(&Value::Null);
+    if e.get("enabled") != Some(&Value::Bool(true)) {
+        return format!(
+            "encryption: NONE (datagrams from unknown sources dropped {})\n",
+            n(c, "unknown_source")
+        );
+    }
+    let ev = e.get("events").unwrap_or(&Value::Null);
+    let drops: Vec<String> = e
+        .get("rejected")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "encryption: {}, window {}; sealed {}, opened {}, sessions {}, roamed {}, no session {}, unknown source {}, handshake flood {}; rejected: {}\n",
+        if e.get("established") == Some(&Value::Bool(true)) {
+            "session up"
+        } else {
+            "NO SESSION (handshaking)"
+        },
+        n(e, "replay_window"),
+        n(ev, "sealed"),
+        n(ev, "opened"),
+        n(ev, "sessions_created"),
+        n(c, "roamed"),
+        n(c, "no_session_dropped"),
+        n(c, "unknown_source"),
+        n(c, "handshake_flood_dropped"),
+        if drops.is_empty() {
+            "none".to_string()
+        } else {
+            drops.join(", ")
+        }
+    )
+}
+
+/// Wall-clock time in µs since 1970 (handshake timestamps must grow across restarts).
+fn unix_micros() -> u64 {
+    #[expect(clippy::disallowed_methods, reason = "the handshake's wall-clock base")]
+    let t = std::time::SystemTime::now();
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_core::crypto::PublicKey;
+
+    fn config(enc: &str) -> Config {
+        let text = format!(
+            "[bond]\naddress = \"10.200.0.1/30\"\n{enc}\n[[path]]\nname = \"p0\"\nlocal = \"127.0.0.1:7000\"\nremote = \"127.0.0.1:7001\"\n"
+        );
+        Config::parse(&text, "t.toml").unwrap()
+    }
+
+    fn keyed(mine: &PrivateKey, peer: PublicKey) -> Config {
+        config(&format!(
+            "private_key = \"{}\"\npeer_public_key = \"{}\"",
+            mine.to_base64(),
+            peer.to_base64()
+        ))
+    }
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn none_passes_and_filters_sources() {
+        let now = Instant::ZERO;
+        let mut s = Sealer::new(&config("encryption = \"none\""), now);
+        assert!(!s.enabled());
+        assert_eq!(s.outgoing(now, b"abc"), Some(&b"abc"[..]));
+        assert_eq!(s.poll_transmit(now), None);
+        let mut remote = addr("127.0.0.1:7001");
+        let mut d = *b"xyz";
+        assert_eq!(
+            s.incoming(now, &mut remote, addr("127.0.0.1:7001"), &mut d),
+            Incoming::Deliver(&b"xyz"[..])
+        );
+        assert_eq!(
+            s.incoming(now, &mut remote, addr("127.0.0.1:9999"), &mut d),
+            Incoming::Drop
+        );
+        assert_eq!(s.counters().unknown_source, 1);
+        assert_eq!(remote, addr("127.0.0.1:7001"), "no roaming without keys");
+    }
+
+    /// Two sealers talk; the handshake completes, data flows, a forgery and a replay are
+    /// refused and counted, and an authenticated datagram from a new address roams.
+    #[test]
+    fn handshake_data_replay_roaming() {
+        let (ka, kb) = (
+            PrivateKey::generate(&mut OsRng),
+            PrivateKey::generate(&mut OsRng),
+        );
+        let mut now = Instant::ZERO;
+        let mut a = Sealer::new(&keyed(&ka, kb.public_key()), now);
+        let mut b = Sealer::new(&keyed(&kb, ka.public_key()), now);
+        let (aa, ba) = (addr("127.0.0.1:7000"), addr("127.0.0.1:7001"));
+        let (mut a_remote, mut b_remote) = (ba, aa);
+        // Nothing to send before the handshake.
+        assert_eq!(a.outgoing(now, b"early"), None);
+        assert_eq!(a.counters().no_session_dropped, 1);
+        // Shuttle handshake datagrams until both can send.
+        for _ in 0..10 {
+            now += Duration::from_millis(1);
+            let mut to_b = Vec::new();
+            while let Some(d) = a.poll_transmit(now) {
+                to_b.push(d.to_vec());
+            }
+            let mut to_a = Vec::new();
+            while let Some(d) = b.poll_transmit(now) {
+                to_a.push(d.to_vec());
+            }
+            for mut d in to_b {
+                if let Incoming::Reply(r) = b.incoming(now, &mut b_remote, aa, &mut d) {
+                    to_a.push(r.to_vec());
+                }
+            }
+            for mut d in to_a {
+                if let Incoming::Reply(r) = a.incoming(now, &mut a_remote, ba, &mut d) {
+                    let mut r = r.to_vec();
+                    let _ = b.incoming(now, &mut b_remote, aa, &mut r);
+                }
+            }
+        }
+        let mut sealed = a.outgoing(now, b"hello").expect("session").to_vec();
+        assert_eq!(sealed.len(), 5 + OVERHEAD);
+        let copy = sealed.clone();
+        assert_eq!(
+            b.incoming(now, &mut b_remote, aa, &mut sealed),
+            Incoming::Deliver(&b"hello"[..])
+        );
+        // Replayed.
+        let mut again = copy.clone();
+        assert_eq!(
+            b.incoming(now, &mut b_remote, aa, &mut again),
+            Incoming::Drop
+        );
+        assert_eq!(b.tunnel_counter("replayed"), Some(1));
+        // Forged (one bit flipped in the ciphertext), from an unknown address.
+        let mut forged = a.outgoing(now, b"world").unwrap().to_vec();
+        forged[HEADER_BYTE] ^= 1;
+        let stranger = addr("127.0.0.1:9");
+        assert_eq!(
+            b.incoming(now, &mut b_remote, stranger, &mut forged),
+            Incoming::Drop
+        );
+        assert_eq!(b.tunnel_counter("bad_tag"), Some(1));
+        assert_eq!(b.counters().unknown_source, 1);
+        assert_eq!(b_remote, aa, "a forgery does not move the peer");
+        // Authenticated from a new port: roams.
+        let moved = addr("127.0.0.1:7777");
+        let mut d = a.outgoing(now, b"moved").unwrap().to_vec();
+        assert_eq!(
+            b.incoming(now, &mut b_remote, moved, &mut d),
+            Incoming::Deliver(&b"moved"[..])
+        );
+        assert_eq!(b_remote, moved);
+        assert_eq!(b.counters().roamed, 1);
+        let st = b.status_json(now);
+        assert_eq!(st["rejected"]["replayed"], 1);
+        assert_eq!(st["rejected"]["bad_tag"], 1);
+        assert_eq!(st["established"], true);
+        assert_eq!(st["counters"]["roamed"], 1);
+        let line = render_status(&st);
+        assert!(line.starts_with("encryption: session up"), "{line}");
+        assert!(
+            line.contains("bad_tag 1") && line.contains("replayed 1"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn handshake_budget_bounds_a_flood() {
+        let k = PrivateKey::generate(&mut OsRng);
+        let now = Instant::ZERO;
+        let mut s = Sealer::new(
+            &keyed(&k, PrivateKey::generate(&mut OsRng).public_key()),
+            now,
+        );
+        let mut remote = addr("127.0.0.1:7001");
+        // 500 bogus initiations at one instant: the burst reaches the tunnel, the rest not.
+        for _ in 0..500 {
+            let mut d = [2u8, 1, 0, 0, 9, 9, 9, 9];
+            assert_eq!(
+                s.incoming(now, &mut remote, addr("127.0.0.1:5"), &mut d),
+                Incoming::Drop
+            );
+        }
+        assert_eq!(s.counters().handshake_flood_dropped, 400);
+        assert_eq!(s.tunnel_counter("truncated"), Some(100));
+        // A second later the budget is full again; data datagrams never use it.
+        let later = now + Duration::from_secs(1);
+        let mut d = [2u8, 1, 0, 0];
+        let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut d);
+        assert_eq!(s.tunnel_counter("truncated"), Some(101));
+        let mut t = [2u8, 0, 0, 0];
+        let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut t);
+        assert_eq!(s.counters().handshake_flood_dropped, 400);
+    }
+
+    /// First byte after the 16-byte header: inside the ciphertext.
+    const HEADER_BYTE: usize = 16;
+
+    #[test]
+    fn window_is_sized_from_the_bond() {
+        let c = config("encryption = \"none\"");
+        // 1 Gbit/s, 256-byte packets, 200 ms: 97 656 packets -> 131 072.
+        assert_eq!(replay_window_bits(&c), 131_072);
+        let mut slow = c.clone();
+        slow.paths[0].bps = 10_000_000;
+        assert_eq!(replay_window_bits(&slow), MIN_REPLAY_WINDOW);
+        let mut fast = c;
+        fast.paths[0].bps = 10_000_000_000;
+        fast.bond.core.reorder_max = Duration::from_millis(500);
+        // 4.88 M packets/s × 0.5 s: clamped to the core's maximum.
+        assert_eq!(
+            replay_window_bits(&fast),
+            braid_core::crypto::replay::MAX_WINDOW_BITS
+        );
+    }
+}

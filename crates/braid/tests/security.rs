@@ -1,0 +1,530 @@
+//! Path encryption in network namespaces: the real `braid` binary on both ends of one veth
+//! pair, with (for most tests) a UDP forwarder in namespace b between the two daemons, so
+//! that the test can capture real sealed datagrams, replay them, and move side a's
+//! apparent source port (NAT rebinding).
+//!
+//! ```text
+//!   a: braid 10.201.0.1:7000  ->  fwd 10.201.0.2:7100 | fwd 10.201.0.2:7101 (or :7102)  ->  b: braid 10.201.0.2:7000
+//! ```
+//!
+//! Needs root (namespaces, TUN): skipped with a message otherwise, unless
+//! `BRAID_REQUIRE_NETNS=1`. Namespaces `braid-<pid>-<n>-{a,b}` are deleted even on failure.
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use braid::lab::netns::{self, now, Topology};
+use braid::lab::run::Daemons;
+use braid_core::crypto::{OsRng, PrivateKey, PublicKey, Tunnel, TunnelConfig};
+use serde_json::Value;
+
+const BRAID: &str = env!("CARGO_BIN_EXE_braid");
+const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
+const A_PATH: &str = "10.201.0.1:7000";
+const B_PATH: &str = "10.201.0.2:7000";
+const FWD_A: &str = "10.201.0.2:7100";
+const FWD_B: &str = "10.201.0.2:7101";
+const FWD_B_MOVED: &str = "10.201.0.2:7102";
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn netns_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
+    let why = if !netns::is_root() {
+        Some("not running as root")
+    } else if netns::which("ip").is_none() || netns::which("tc").is_none() {
+        Some("`ip`/`tc` (iproute2) not found")
+    } else if !std::path::Path::new("/dev/net/tun").exists() {
+        Some("/dev/net/tun missing")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
+            panic!("{test}: BRAID_REQUIRE_NETNS=1 but network namespaces are unusable: {why}");
+        }
+        eprintln!("SKIPPED {test}: needs network namespaces and a TUN device ({why}); run as root");
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().expect("address")
+}
+
+/// The two daemons' configs: keys, one path, `a_remote`/`b_remote` as given.
+fn configs(a_remote: &str, b_remote: &str, extra: &str) -> (String, String) {
+    let (ka, kb) = (
+        PrivateKey::generate(&mut OsRng),
+        PrivateKey::generate(&mut OsRng),
+    );
+    let cfg = |me: &PrivateKey, peer: &PrivateKey, side: u8, local: &str, remote: &str| {
+        format!(
+            "[bond]\ninterface = \"braid0\"\naddress = \"10.200.0.{side}/30\"\nprivate_key = \"{}\"\npeer_public_key = \"{}\"\n{extra}\n[[path]]\nname = \"p0\"\nlocal = \"{local}\"\nremote = \"{remote}\"\n",
+            me.to_base64(),
+            peer.public_key().to_base64()
+        )
+    };
+    (
+        cfg(&ka, &kb, 1, A_PATH, a_remote),
+        cfg(&kb, &ka, 2, B_PATH, b_remote),
+    )
+}
+
+/// What the forwarder shares with the test.
+#[derive(Default)]
+struct FwdState {
+    /// Recent sealed data datagrams from a (transport kind, longer than a keepalive).
+    captured: Vec<Vec<u8>>,
+    /// Datagrams to send to b from the forwarder's b-side socket (b's known peer).
+    inject: Vec<Vec<u8>>,
+    /// Move the b-side socket to FWD_B_MOVED.
+    rebind: bool,
+}
+
+fn lock(m: &Mutex<FwdState>) -> MutexGuard<'_, FwdState> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Forwarder {
+    state: Arc<Mutex<FwdState>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Forwarder {
+    fn start(topo: &Topology) -> Result<Forwarder> {
+        let state = Arc::new(Mutex::new(FwdState::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        let handle = netns::spawn_in_netns(&topo.ns_b, move || -> Result<()> {
+            let fa = UdpSocket::bind(FWD_A)?;
+            let mut fb = UdpSocket::bind(FWD_B)?;
+            fa.set_nonblocking(true)?;
+            fb.set_nonblocking(true)?;
+            let mut buf = vec![0u8; 65536];
+            while !sp.load(Ordering::Relaxed) {
+                let mut idle = true;
+                for _ in 0..64 {
+                    let Ok((n, _)) = fa.recv_from(&mut buf) else {
+                        break;
+                    };
+                    idle = false;
+                    let d = &buf[..n];
+                    if n > 64 && d[0] == 2 && d[1] == 0 {
+                        let mut s = lock(&st);
+                        if s.captured.len() >= 16 {
+                            s.captured.remove(0);
+                        }
+                        s.captured.push(d.to_vec());
+                    }
+                    let _ = fb.send_to(d, addr(B_PATH));
+                }
+                for _ in 0..64 {
+                    let Ok((n, _)) = fb.recv_from(&mut buf) else {
+                        break;
+                    };
+                    idle = false;
+                    let _ = fa.send_to(&buf[..n], addr(A_PATH));
+                }
+                {
+                    let mut s = lock(&st);
+                    for d in s.inject.drain(..) {
+                        let _ = fb.send_to(&d, addr(B_PATH));
+                    }
+                    if s.rebind {
+                        s.rebind = false;
+                        fb = UdpSocket::bind(FWD_B_MOVED)?;
+                        fb.set_nonblocking(true)?;
+                    }
+                }
+                if idle {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(Forwarder {
+            state,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    fn captured(&self) -> Vec<u8> {
+        lock(&self.state)
+            .captured
+            .last()
+            .cloned()
+            .expect("a captured data datagram")
+    }
+
+    fn inject(&self, d: Vec<u8>) {
+        lock(&self.state).inject.push(d);
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Namespaces, daemons (through the forwarder when `fwd`), path up.
+fn bring_up(fwd: bool, extra: &str) -> Result<(Topology, Option<Forwarder>, Daemons)> {
+    let topo = Topology::new(1)?;
+    let f = if fwd {
+        Some(Forwarder::start(&topo)?)
+    } else {
+        None
+    };
+    let (ca, cb) = if fwd {
+        configs(FWD_A, FWD_B, extra)
+    } else {
+        configs(B_PATH, A_PATH, extra)
+    };
+    let mut d = Daemons::start(BRAID.as_ref(), &topo, "sec", &ca, &cb)?;
+    d.wait_paths_up(&["p0"], Duration::from_secs(20))?;
+    Ok((topo, f, d))
+}
+
+fn counter(v: &Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for k in path {
+        x = &x[*k];
+    }
+    x.as_u64()
+        .unwrap_or_else(|| panic!("no counter {path:?} in {v}"))
+}
+
+fn tun_tx(v: &Value) -> u64 {
+    counter(v, &["status", "counters", "tun_tx"])
+}
+
+/// Send `d` to b's path port with the forwarder (b's known peer address) or, when
+/// `stranger`, from a socket in namespace a that b has never heard of; then check that
+/// nothing reached b's TUN and that `rejected.<name>` rose by one.
+fn refused(
+    topo: &Topology,
+    f: &Forwarder,
+    d: &Daemons,
+    datagram: Vec<u8>,
+    stranger: bool,
+    name: &str,
+) -> Result<()> {
+    let before = d.status_b()?;
+    if stranger {
+        let h = netns::spawn_in_netns(&topo.ns_a, move || -> Result<()> {
+            let s = UdpSocket::bind("10.201.0.1:7300")?;
+            s.send_to(&datagram, addr(B_PATH))?;
+            Ok(())
+        })?;
+        h.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    } else {
+        f.inject(datagram);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let after = d.status_b()?;
+    assert_eq!(tun_tx(&after), tun_tx(&before), "{name}: reached the TUN");
+    let key = ["encryption", "rejected", name];
+    assert_eq!(
+        counter(&after, &key),
+        counter(&before, &key) + 1,
+        "{name} counted once: {}",
+        after["encryption"]
+    );
+    if stranger {
+        let k = ["encryption", "counters", "unknown_source"];
+        assert_eq!(counter(&after, &k), counter(&before, &k) + 1);
+    }
+    Ok(())
+}
+
+/// An initiation to b from a key b does not know (valid mac1: it knows b's public key).
+fn foreign_initiation(b_public: PublicKey) -> Vec<u8> {
+    let mut t = Tunnel::new(TunnelConfig::new(
+        PrivateKey::generate(&mut OsRng),
+        b_public,
+        *PrivateKey::generate(&mut OsRng).as_bytes(),
+    ));
+    let now = braid_core::Instant::from_micros(1);
+    t.start_handshake(now);
+    let mut buf = vec![0u8; 256];
+    let tx = t.poll_transmit(now, &mut buf).expect("an initiation");
+    buf.truncate(tx.len);
+    buf
+}
+
+/// A transport datagram of a session b never made.
+fn foreign_transport() -> Vec<u8> {
+    let (k1, k2) = (
+        PrivateKey::generate(&mut OsRng),
+        PrivateKey::generate(&mut OsRng),
+    );
+    let seed = [7u8; 32];
+    let mut a = Tunnel::new(TunnelConfig::new(k1.clone(), k2.public_key(), seed));
+    let mut b = Tunnel::new(TunnelConfig::new(k2, k1.public_key(), seed));
+    let now = braid_core::Instant::from_micros(1);
+    let src = addr("192.0.2.1:1");
+    a.start_handshake(now);
+    let mut buf = vec![0u8; 256];
+    let n = a.poll_transmit(now, &mut buf).expect("initiation").len;
+    let mut init = buf[..n].to_vec();
+    let reply = match b.open(now, src, &mut init) {
+        Ok(braid_core::crypto::Opened::Reply(r)) => r.to_vec(),
+        other => panic!("{other:?}"),
+    };
+    let mut reply = reply;
+    a.open(now, src, &mut reply).expect("response");
+    let mut out = vec![0u8; 256];
+    let n = a
+        .seal_from(now, &[0x45; 60], &mut out)
+        .expect("sealed with the foreign session");
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn unauthenticated_datagrams_never_reach_the_tun() {
+    let Some(_g) = netns_or_skip("unauthenticated_datagrams_never_reach_the_tun") else {
+        return;
+    };
+    let (topo, f, d) = bring_up(true, "").expect("bring up");
+    let f = f.expect("forwarder");
+    // A little traffic so that the forwarder captures data datagrams.
+    tcp_flow(&topo, 5301, 1.0, 200_000).expect("flow");
+    let real = f.captured();
+    let st = d.status_b().expect("status");
+    let b_public =
+        PublicKey::from_base64(st["encryption"]["public_key"].as_str().expect("public key"))
+            .expect("key");
+
+    // Forged: a counter b has not seen (so that the replay check passes) and a changed
+    // byte of ciphertext.
+    let mut forged = real.clone();
+    let counter = u64::from_be_bytes(forged[8..16].try_into().expect("8 bytes"));
+    forged[8..16].copy_from_slice(&(counter + 1000).to_be_bytes());
+    forged[40] ^= 0x01;
+    refused(&topo, &f, &d, forged, false, "bad_tag").expect("forged");
+    refused(&topo, &f, &d, real.clone(), false, "replayed").expect("replayed");
+    refused(&topo, &f, &d, real[..24].to_vec(), false, "truncated").expect("truncated");
+    refused(
+        &topo,
+        &f,
+        &d,
+        foreign_initiation(b_public),
+        false,
+        "unknown_peer",
+    )
+    .expect("wrong key (initiation)");
+    refused(
+        &topo,
+        &f,
+        &d,
+        foreign_transport(),
+        false,
+        "unknown_receiver_index",
+    )
+    .expect("wrong key (transport)");
+    // From an unknown address: a replay, and a plaintext (version 1) datagram.
+    refused(&topo, &f, &d, real.clone(), true, "replayed").expect("unknown address");
+    let mut plain = real;
+    plain[0] = 1;
+    refused(&topo, &f, &d, plain, true, "bad_version").expect("plaintext");
+    // The text status names them.
+    let text = d.control(false, &["status"]).expect("status text");
+    assert!(text.contains("encryption: session up"), "{text}");
+    assert!(
+        text.contains("bad_tag 1") && text.contains("replayed 2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn rekey_under_a_tcp_flow_loses_nothing() {
+    let Some(_g) = netns_or_skip("rekey_under_a_tcp_flow_loses_nothing") else {
+        return;
+    };
+    // Each side asks for new keys every second; the core sends at most one initiation
+    // per 5 s (REKEY_TIMEOUT), so sessions turn over about every 5 s.
+    let (topo, _f, d) = bring_up(false, "rekey_after_s = 1").expect("bring up");
+    let before = counter(
+        &d.status_b().expect("status"),
+        &["encryption", "events", "sessions_created"],
+    );
+    let (sent, got) = tcp_flow(&topo, 5302, 11.0, u64::MAX).expect("flow");
+    assert_eq!(
+        sent, got,
+        "every byte arrived, in order (checked by the receiver)"
+    );
+    let sb = d.status_b().expect("status");
+    let after = counter(&sb, &["encryption", "events", "sessions_created"]);
+    assert!(
+        after >= before + 2,
+        "rekeyed during the flow: {before} -> {after}"
+    );
+    assert_eq!(counter(&sb, &["encryption", "rejected", "bad_tag"]), 0);
+    assert_eq!(counter(&sb, &["encryption", "rejected", "replayed"]), 0);
+}
+
+#[test]
+fn nat_rebinding_keeps_the_path() {
+    let Some(_g) = netns_or_skip("nat_rebinding_keeps_the_path") else {
+        return;
+    };
+    let (topo, f, d) = bring_up(true, "").expect("bring up");
+    let f = f.expect("forwarder");
+    lock(&f.state).rebind = true;
+    // Traffic from a now comes to b from port 7102; b follows and answers there.
+    let (sent, got) = tcp_flow(&topo, 5303, 2.0, 2_000_000).expect("flow after rebinding");
+    assert_eq!(sent, got);
+    let sb = d.status_b().expect("status");
+    assert_eq!(sb["io"][0]["remote"].as_str(), Some(FWD_B_MOVED), "{sb}");
+    assert!(counter(&sb, &["encryption", "counters", "roamed"]) >= 1);
+    assert_eq!(sb["status"]["paths"][0]["state"].as_str(), Some("up"));
+}
+
+#[test]
+fn handshake_flood_leaves_throughput() {
+    let Some(_g) = netns_or_skip("handshake_flood_leaves_throughput") else {
+        return;
+    };
+    let (topo, _f, d) = bring_up(false, "").expect("bring up");
+    topo.set_rate(0, 40_000_000).expect("tbf");
+    let b_public = PublicKey::from_base64(
+        d.status_b().expect("status")["encryption"]["public_key"]
+            .as_str()
+            .expect("key"),
+    )
+    .expect("key");
+    let mbit = |port: u16| -> f64 {
+        let t0 = now();
+        let (sent, got) = tcp_flow(&topo, port, 3.0, u64::MAX).expect("flow");
+        assert_eq!(sent, got);
+        got as f64 * 8.0 / (now() - t0).as_secs_f64() / 1e6
+    };
+    let quiet = mbit(5304);
+    // The flood: distinct initiations (valid mac1), from the host itself, as fast as one
+    // thread sends them, for the whole second measurement.
+    let inits: Vec<Vec<u8>> = (0..64).map(|_| foreign_initiation(b_public)).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sp = stop.clone();
+    let flood = netns::spawn_in_netns(&topo.ns_b, move || -> Result<u64> {
+        // Many sources (ports) on the host itself, about 10 000 initiations per second.
+        let socks: Vec<UdpSocket> = (0..16)
+            .map(|_| UdpSocket::bind("0.0.0.0:0"))
+            .collect::<std::io::Result<_>>()?;
+        let mut n = 0u64;
+        while !sp.load(Ordering::Relaxed) {
+            for (k, i) in inits.iter().enumerate() {
+                if socks[k % socks.len()].send_to(i, addr(B_PATH)).is_ok() {
+                    n += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(6));
+        }
+        Ok(n)
+    })
+    .expect("flooder");
+    let flooded = mbit(5305);
+    stop.store(true, Ordering::Relaxed);
+    let sent = flood
+        .join()
+        .map_err(|_| anyhow::anyhow!("flooder panicked"))
+        .and_then(|r| r)
+        .expect("flood");
+    let sb = d.status_b().expect("status");
+    let e = &sb["encryption"];
+    eprintln!(
+        "throughput {quiet:.1} Mbit/s quiet, {flooded:.1} Mbit/s under a flood of {sent} initiations; {e}"
+    );
+    assert!(sent > 10_000, "a real flood: {sent}");
+    assert!(counter(&sb, &["encryption", "counters", "handshake_flood_dropped"]) > 0);
+    assert!(
+        flooded >= 0.9 * quiet,
+        "flood cost more than 10%: {quiet:.1} -> {flooded:.1} Mbit/s"
+    );
+    assert_eq!(e["established"], true);
+    let refused = counter(&sb, &["encryption", "rejected", "rate_limited"])
+        + counter(&sb, &["encryption", "rejected", "unknown_peer"])
+        + counter(&sb, &["encryption", "events", "cookie_replies_sent"]);
+    assert!(refused > 0, "{e}");
+}
+
+/// The byte at offset `i` of the test stream (not periodic).
+fn pattern(i: u64) -> u8 {
+    let mut z = (i / 8).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).to_le_bytes()[(i % 8) as usize]
+}
+
+/// One TCP connection a -> b through the bond for `secs` or `limit` bytes; the receiver
+/// checks every byte. Returns (sent, received).
+fn tcp_flow(topo: &Topology, port: u16, secs: f64, limit: u64) -> Result<(u64, u64)> {
+    let to = SocketAddr::V4(SocketAddrV4::new(BOND_B, port));
+    let rx = netns::spawn_in_netns(&topo.ns_b, move || -> Result<u64> {
+        let listener = TcpListener::bind(to).context("bind in b")?;
+        listener.set_nonblocking(true)?;
+        let end = now() + Duration::from_secs(10);
+        let mut s = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && now() < end => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => bail!("accept: {e}"),
+            }
+        };
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut buf = vec![0u8; 65536];
+        let mut off = 0u64;
+        loop {
+            let n = s.read(&mut buf).context("read in b")?;
+            if n == 0 {
+                return Ok(off);
+            }
+            for (k, &b) in buf[..n].iter().enumerate() {
+                if b != pattern(off + k as u64) {
+                    bail!("byte {} differs", off + k as u64);
+                }
+            }
+            off += n as u64;
+        }
+    })?;
+    std::thread::sleep(Duration::from_millis(200));
+    let tx = netns::spawn_in_netns(&topo.ns_a, move || -> Result<u64> {
+        let mut s =
+            TcpStream::connect_timeout(&to, Duration::from_secs(5)).context("connect from a")?;
+        s.set_write_timeout(Some(Duration::from_secs(10)))?;
+        let end = now() + Duration::from_secs_f64(secs);
+        let mut buf = vec![0u8; 65536];
+        let mut off = 0u64;
+        while off < limit && now() < end {
+            let n = (limit - off).min(buf.len() as u64) as usize;
+            for (k, b) in buf[..n].iter_mut().enumerate() {
+                *b = pattern(off + k as u64);
+            }
+            s.write_all(&buf[..n]).context("write from a")?;
+            off += n as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write)?;
+        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = s.read(&mut [0u8; 1]);
+        Ok(off)
+    })?;
+    let sent = tx
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    let got = rx
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    Ok((sent, got))
+}
