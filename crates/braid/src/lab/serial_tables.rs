@@ -493,11 +493,11 @@ mod tests {
     fn bond_keys_scale_with_the_line() {
         assert_eq!(
             bond_keys(115_200, 1400),
-            "probe_interval_ms = 312\nqueue_max_delay_ms = 738\nreorder_max_ms = 369\n"
+            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 738\nreorder_max_ms = 369\n"
         );
         assert_eq!(
             bond_keys(2400, 1400),
-            "probe_interval_ms = 10000\nqueue_max_delay_ms = 10000\nreorder_max_ms = 10000\n"
+            "encryption = \"none\"\nprobe_interval_ms = 10000\nqueue_max_delay_ms = 10000\nreorder_max_ms = 10000\n"
         );
     }
 }
