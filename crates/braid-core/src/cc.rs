@@ -315,7 +315,15 @@ impl PathCc {
         if self.acked_seq.is_none() {
             self.acked_seq = Some(path_seq.wrapping_sub(1));
         }
-        if app_limited {
+        // App-limited means the path was not kept full: nothing was waiting *and* less
+        // than a bandwidth-delay product was out. A bond scheduler keeps a path's queue
+        // short on purpose, so an empty queue alone would leave a saturated path in
+        // Startup for ever (its samples never judged).
+        let pipe_full = self.has_bw
+            && self
+                .bdp(self.bw.get(), 1.0)
+                .is_some_and(|b| b > 0 && self.inflight_bytes() >= b);
+        if app_limited && !pipe_full {
             self.app_limited_seq = Some(path_seq);
         }
         self.total_sent = self.total_sent.saturating_add(len);
@@ -548,6 +556,19 @@ impl PathCc {
         } else {
             self.clamp_rate(self.cfg.initial_rate_bps as f64 / 8.0)
         };
+    }
+
+    /// The path's RTT as its probes measure it, before data acks have given one: the
+    /// window opens to what the current pace sends in two such RTTs, so that a long path
+    /// is not held to the initial 16 datagrams per round trip (1.6 Mbit/s at 120 ms)
+    /// while Startup has yet to measure anything. The pacer still limits the rate.
+    pub fn hint_rtt(&mut self, rtt: Duration) {
+        if self.has_min_rtt || self.filled_pipe {
+            return;
+        }
+        let window = (2.0 * self.pacing_rate * rtt.as_secs_f64()) as u64;
+        let ring_cap = (SEND_RING as u64 - 1).saturating_mul(self.max_datagram);
+        self.cwnd = self.cwnd.max(window.min(ring_cap));
     }
 
     /// Current pacing rate, bit/s.
@@ -1245,6 +1266,19 @@ mod tests {
             util >= 0.9,
             "utilisation after the app-limited period {util}"
         );
+    }
+
+    #[test]
+    fn a_probe_rtt_opens_the_first_window() {
+        let mut cc = PathCc::new(cfg(), Instant::ZERO);
+        let initial = cc.cwnd_bytes();
+        // 10 Mbit/s initial pace over a 120 ms RTT: two RTTs' worth is 300 kB.
+        cc.hint_rtt(Duration::from_millis(120));
+        assert_eq!(cc.cwnd_bytes(), 300_000);
+        assert!(cc.cwnd_bytes() > initial);
+        // A shorter hint never shrinks it.
+        cc.hint_rtt(Duration::from_millis(10));
+        assert_eq!(cc.cwnd_bytes(), 300_000);
     }
 
     #[test]

@@ -83,6 +83,12 @@ pub struct ReorderStats {
     /// practice, the out-of-order queue was full).
     #[cfg_attr(feature = "serde", serde(default))]
     pub dropped: u64,
+    /// Packets held for delay equalisation ([`ReorderBuffer::insert_held`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub equalized: u64,
+    /// Total µs those packets were held for equalisation (not counted in `wait_*`).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub equalize_micros_total: u64,
 }
 
 /// Far-behind packets in a row needed to believe the peer restarted below the window.
@@ -113,6 +119,8 @@ struct Slot {
     kind: Kind,
     arrived: Instant,
     expiry: Instant,
+    /// Not delivered before this (delay equalisation); `arrived` when not held.
+    release: Instant,
     data: Vec<u8>,
 }
 
@@ -120,6 +128,7 @@ struct Slot {
 struct Ready {
     kind: Kind,
     arrived: Instant,
+    release: Instant,
     data: Vec<u8>,
 }
 
@@ -165,6 +174,7 @@ impl ReorderBuffer {
                     kind: Kind::InOrder,
                     arrived: Instant::ZERO,
                     expiry: Instant::ZERO,
+                    release: Instant::ZERO,
                     data: Vec::new(),
                 })
                 .collect(),
@@ -173,6 +183,7 @@ impl ReorderBuffer {
                 .map(|_| Ready {
                     kind: Kind::Late,
                     arrived: Instant::ZERO,
+                    release: Instant::ZERO,
                     data: Vec::new(),
                 })
                 .collect(),
@@ -242,6 +253,21 @@ impl ReorderBuffer {
 
     /// Offer a packet. `deadline` is how long a gap in front of it may be waited for.
     pub fn insert(&mut self, now: Instant, seq: u64, deadline: Duration, data: &[u8]) -> Inserted {
+        self.insert_held(now, seq, deadline, now, data)
+    }
+
+    /// Offer a packet that must not come out before `release` (delay equalisation: the
+    /// packets behind it in sequence wait too). A late packet, whose gap was already
+    /// given up, still goes out at once.
+    pub fn insert_held(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        deadline: Duration,
+        release: Instant,
+        data: &[u8],
+    ) -> Inserted {
+        let release = release.max(now);
         let next = match self.next {
             Some(n) => n,
             None => {
@@ -255,7 +281,7 @@ impl ReorderBuffer {
             self.far_streak = 0;
             if ahead > self.history_mask {
                 self.resync(seq);
-                self.store(now, seq, deadline, data);
+                self.store(now, seq, deadline, release, data);
                 return Inserted::Buffered;
             }
             let mut result = Inserted::Buffered;
@@ -268,7 +294,7 @@ impl ReorderBuffer {
                 self.stats.duplicates += 1;
                 return Inserted::Duplicate;
             }
-            self.store(now, seq, deadline, data);
+            self.store(now, seq, deadline, release, data);
             return result;
         }
         let behind = next.wrapping_sub(seq);
@@ -300,7 +326,7 @@ impl ReorderBuffer {
             if self.far_streak >= RESYNC_CONFIRM {
                 self.far_streak = 0;
                 self.resync(seq);
-                self.store(now, seq, deadline, data);
+                self.store(now, seq, deadline, release, data);
                 Inserted::Buffered
             } else {
                 self.stats.stale += 1;
@@ -310,7 +336,7 @@ impl ReorderBuffer {
     }
 
     /// Put a packet for `seq` (in `[next, next + cap)`, not held) into its slot.
-    fn store(&mut self, now: Instant, seq: u64, deadline: Duration, data: &[u8]) {
+    fn store(&mut self, now: Instant, seq: u64, deadline: Duration, release: Instant, data: &[u8]) {
         let in_order = seq == self.contiguous_end;
         let idx = self.idx(seq);
         let Some(slot) = self.slots.get_mut(idx) else {
@@ -325,6 +351,7 @@ impl ReorderBuffer {
         };
         slot.arrived = now;
         slot.expiry = now + deadline;
+        slot.release = release;
         slot.data.clear();
         slot.data.extend_from_slice(data);
         self.held += 1;
@@ -385,6 +412,7 @@ impl ReorderBuffer {
             Some(r) => {
                 r.kind = kind;
                 r.arrived = arrived;
+                r.release = arrived;
                 r.data.clear();
                 r.data.extend_from_slice(data);
                 self.ready_len += 1;
@@ -428,6 +456,7 @@ impl ReorderBuffer {
                 Kind::Waiting
             };
             r.arrived = slot.arrived;
+            r.release = slot.release;
             self.ready_len += 1;
         }
         true
@@ -480,14 +509,21 @@ impl ReorderBuffer {
     pub fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
             if self.ready_len > 0 {
+                if self
+                    .ready
+                    .get(self.ready_head)
+                    .is_some_and(|r| r.release > now)
+                {
+                    return None;
+                }
                 let head = self.ready_head;
                 self.ready_head = (self.ready_head + 1) % self.ready.len();
                 self.ready_len -= 1;
                 let r = self.ready.get(head)?;
-                let (kind, arrived) = (r.kind, r.arrived);
+                let (kind, arrived, release) = (r.kind, r.arrived, r.release);
                 let copied = copy_out(&r.data, buf);
                 if let Some(n) = copied {
-                    self.count_delivery(kind, now, arrived);
+                    self.count_delivery(kind, now, arrived, release);
                     return Some(n);
                 }
                 self.stats.dropped += 1;
@@ -510,8 +546,11 @@ impl ReorderBuffer {
                 // Cannot happen: `skip_gap` stops at a held packet.
                 return None;
             }
+            if slot.release > now {
+                return None;
+            }
             slot.held = false;
-            let (kind, arrived) = (slot.kind, slot.arrived);
+            let (kind, arrived, release) = (slot.kind, slot.arrived, slot.release);
             let copied = copy_out(&slot.data, buf);
             self.held -= 1;
             self.set_history(next, true);
@@ -521,7 +560,7 @@ impl ReorderBuffer {
                 self.refresh_gap();
             }
             if let Some(n) = copied {
-                self.count_delivery(kind, now, arrived);
+                self.count_delivery(kind, now, arrived, release);
                 return Some(n);
             }
             self.stats.dropped += 1;
@@ -568,13 +607,22 @@ impl ReorderBuffer {
         }
     }
 
-    fn count_delivery(&mut self, kind: Kind, now: Instant, arrived: Instant) {
+    /// Count a delivery: its wait for gaps is from `release` (or arrival) to now; the
+    /// equalisation hold from arrival to `release` is counted apart.
+    fn count_delivery(&mut self, kind: Kind, now: Instant, arrived: Instant, release: Instant) {
         match kind {
             Kind::InOrder => self.stats.in_order += 1,
             Kind::Waiting => self.stats.reordered += 1,
             Kind::Late => self.stats.late += 1,
         }
-        let wait = u64::try_from(now.saturating_since(arrived).as_micros()).unwrap_or(u64::MAX);
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        if release > arrived {
+            self.stats.equalized += 1;
+            let hold = micros(release.saturating_since(arrived));
+            self.stats.equalize_micros_total =
+                self.stats.equalize_micros_total.saturating_add(hold);
+        }
+        let wait = micros(now.saturating_since(release.max(arrived)));
         self.stats.wait_micros_total = self.stats.wait_micros_total.saturating_add(wait);
         self.stats.wait_micros_max = self.stats.wait_micros_max.max(wait);
     }
@@ -583,14 +631,14 @@ impl ReorderBuffer {
     /// after now) when a packet is ready. `None` when nothing is held.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.ready_len > 0 {
-            return self.ready.get(self.ready_head).map(|r| r.arrived);
+            return self.ready.get(self.ready_head).map(|r| r.release);
         }
         if self.held == 0 {
             return None;
         }
         let next = self.next?;
         if self.is_held(next) {
-            return self.slot(next).map(|s| s.arrived);
+            return self.slot(next).map(|s| s.release);
         }
         // Without a timer (never in practice) give the gap up at once.
         Some(self.gap_expiry.unwrap_or(Instant::ZERO))
@@ -647,6 +695,46 @@ mod tests {
             out.push(u64::from_be_bytes(buf[..8].try_into().expect("8 bytes")));
         }
         out
+    }
+
+    fn held(rb: &mut ReorderBuffer, now: u64, seq: u64, release: u64) -> Inserted {
+        rb.insert_held(t(now), seq, 100 * MS, t(release), &payload(seq))
+    }
+
+    #[test]
+    fn held_packets_wait_for_their_release_and_keep_order() {
+        let mut rb = ReorderBuffer::new(16);
+        // 0 held until 55 ms; 1 (not held) arrives behind it and waits with it.
+        assert_eq!(held(&mut rb, 0, 0, 55_000), Inserted::Buffered);
+        assert_eq!(ins(&mut rb, 1_000, 1, 100 * MS), Inserted::Buffered);
+        assert_eq!(rb.poll_timeout(), Some(t(55_000)));
+        assert!(drain(&mut rb, t(54_999)).is_empty());
+        assert_eq!(drain(&mut rb, t(55_000)), vec![0, 1]);
+        // A release in the past counts as now.
+        assert_eq!(held(&mut rb, 60_000, 2, 10), Inserted::Buffered);
+        assert_eq!(rb.poll_timeout(), Some(t(60_000)));
+        assert_eq!(drain(&mut rb, t(60_000)), vec![2]);
+        let st = rb.stats();
+        assert_eq!(st.equalized, 1);
+        assert_eq!(st.equalize_micros_total, 55_000);
+        // The hold is not counted as waiting for a gap; packet 1 waited 54 ms behind 0.
+        assert_eq!(st.wait_micros_max, 54_000);
+    }
+
+    #[test]
+    fn a_gap_is_skipped_on_time_and_the_held_packet_behind_it_still_waits() {
+        let mut rb = ReorderBuffer::new(16);
+        assert_eq!(held(&mut rb, 0, 0, 0), Inserted::Buffered);
+        assert_eq!(drain(&mut rb, t(0)), vec![0]);
+        // 1 is missing; 2 arrives at 1 ms held until 80 ms, gap deadline 100 ms.
+        assert_eq!(held(&mut rb, 1_000, 2, 80_000), Inserted::Buffered);
+        assert_eq!(rb.poll_timeout(), Some(t(101_000)));
+        assert!(drain(&mut rb, t(100_000)).is_empty());
+        assert_eq!(drain(&mut rb, t(101_000)), vec![2]);
+        assert_eq!(rb.stats().skipped, 1);
+        // 1 turns up late: out at once, never held.
+        assert_eq!(held(&mut rb, 102_000, 1, 500_000), Inserted::Late);
+        assert_eq!(drain(&mut rb, t(102_000)), vec![1]);
     }
 
     #[test]

@@ -352,6 +352,7 @@ struct RawBond {
     up_after: Option<S<i64>>,
     reorder_max_ms: Option<S<i64>>,
     queue_max_delay_ms: Option<S<i64>>,
+    equalize_ms: Option<S<i64>>,
     seed: Option<S<i64>>,
     encryption: Option<S<String>>,
     private_key: Option<S<String>>,
@@ -611,6 +612,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         10_000,
         100,
     )?;
+    let equalize_max = ms(&b.equalize_ms, "bond.equalize_ms", 0, 10_000, 100)?;
     let seed = int(&b.seed, "bond.seed", 0, i64::MAX, 0)?.unsigned_abs();
 
     // Paths.
@@ -753,6 +755,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         health,
         reorder_max,
         queue_max_delay,
+        equalize_max,
         mtu: usize::try_from(mtu).unwrap_or(1400),
         seed,
         ..BondConfig::default()

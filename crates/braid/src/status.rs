@@ -164,6 +164,16 @@ pub fn render(resp: &Value) -> String {
         ms(u(r, "wait_micros_max")),
         ms(u(st, "reorder_deadline_us")),
     );
+    let held = u(r, "equalized");
+    if held > 0 || u(st, "equalize_us") > 0 {
+        let _ = writeln!(
+            out,
+            "equalise: quickest path held {} now; {} packets held, avg {}",
+            ms(u(st, "equalize_us")),
+            held,
+            ms(u(r, "equalize_micros_total") / held.max(1)),
+        );
+    }
     if let Some(e) = resp.get("encryption") {
         out.push_str(&crate::seal::render_status(e));
     }
@@ -203,8 +213,10 @@ mod tests {
                 ],
                 "counters": {"tun_rx": 11, "tun_tx": 22, "drop_no_path": 1, "drop_queue": 2, "drop_too_big": 3, "bad_datagram": 4, "rescheduled": 5},
                 "reorder": {"in_order": 100, "reordered": 4, "duplicates": 6, "late": 7, "skipped": 8, "overflows": 9,
-                            "wait_micros_total": 8000, "wait_micros_max": 5000},
-                "reorder_deadline_us": 12_000
+                            "wait_micros_total": 8000, "wait_micros_max": 5000,
+                            "equalized": 10, "equalize_micros_total": 550_000},
+                "reorder_deadline_us": 12_000,
+                "equalize_us": 55_000
             },
             "io": [{"id": 1, "name": "longname", "socket": "closed", "error": "bind 1.2.3.4:5: Cannot assign requested address"}]
         });
@@ -230,6 +242,10 @@ mod tests {
         assert_eq!(
             lines[6],
             "reorder: in order 100, reordered 4, duplicates 6, late 7, skipped 8, overflows 9; wait avg 2.0ms, max 5.0ms; deadline 12.0ms"
+        );
+        assert_eq!(
+            lines[7],
+            "equalise: quickest path held 55.0ms now; 10 packets held, avg 55.0ms"
         );
     }
 }

@@ -111,13 +111,21 @@ impl Deadline {
         }
     }
 
-    /// A data datagram sent at `sent` (peer clock) arrived at `now` on the path `track`.
-    pub(crate) fn sample(&mut self, track: &mut OwdTrack, now: Instant, sent: u32) {
+    /// The one-way delay of a datagram sent at `sent` (peer clock) and arriving at `now`,
+    /// relative to the bond's reference (the first datagram's), µs.
+    pub(crate) fn relative(&mut self, now: Instant, sent: u32) -> i64 {
         let raw = now.wire_micros().wrapping_sub(sent);
         let reference = *self.reference.get_or_insert(raw);
         // Wrapping difference to the reference: exact while paths differ by < 35 min.
-        let rel = i64::from(raw.wrapping_sub(reference) as i32);
+        i64::from(raw.wrapping_sub(reference) as i32)
+    }
+
+    /// A data datagram sent at `sent` (peer clock) arrived at `now` on the path `track`;
+    /// returns its relative delay.
+    pub(crate) fn sample(&mut self, track: &mut OwdTrack, now: Instant, sent: u32) -> i64 {
+        let rel = self.relative(now, sent);
         track.sample(now, rel);
+        rel
     }
 
     /// A packet arrived after its gap had been given up on: widen the deadline.

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use core::time::Duration;
 
 use super::deadline::OwdTrack;
+use super::equalize::BaseDelay;
 use super::status::PathStatus;
 use super::PathConfig;
 use crate::cc::{CcMode, PathCc};
@@ -98,6 +99,8 @@ pub(crate) struct Link {
     /// Highest bond sequence number received on this path.
     pub(crate) rx_max_seq: Option<u64>,
     pub(crate) owd: OwdTrack,
+    /// Base one-way delay from every datagram (delay equalisation).
+    pub(crate) base: BaseDelay,
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
     pub(crate) downs: u64,
@@ -127,6 +130,7 @@ impl Link {
             rx: RxState::default(),
             rx_max_seq: None,
             owd: OwdTrack::default(),
+            base: BaseDelay::default(),
             tx_packets: 0,
             tx_bytes: 0,
             downs: 0,
@@ -230,6 +234,15 @@ impl Link {
         base / 2 + queued
     }
 
+    /// Half the minimum RTT (from data acks, else probes): the one-way delay without
+    /// queueing. Zero while unknown.
+    fn base_delay(&self) -> Duration {
+        self.cc
+            .min_rtt()
+            .or_else(|| self.health.srtt())
+            .map_or(Duration::ZERO, |r| r / 2)
+    }
+
     pub(crate) fn state(&self, now: Instant) -> PathState {
         PathState {
             id: self.id,
@@ -239,6 +252,7 @@ impl Link {
             queued_bytes: self.queued_bytes,
             inflight_bytes: self.cc.inflight_bytes(),
             one_way_delay: self.one_way_delay(),
+            base_delay: self.base_delay(),
             prio: self.cfg.prio,
         }
     }

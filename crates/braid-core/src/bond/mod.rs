@@ -17,6 +17,7 @@
 //! [`Bond::poll_transmit`] returns and writes what [`Bond::poll_deliver`] returns.
 
 mod deadline;
+mod equalize;
 mod link;
 mod shaping;
 mod status;
@@ -32,6 +33,7 @@ pub use self::status::{BondCounters, BondStatus, Event, PathStatus};
 use crate::cc::CcConfig;
 use crate::path::{HealthConfig, LinkState, Transition};
 use crate::reorder::{Inserted, ReorderBuffer};
+use crate::sched::adaptive;
 use crate::sched::{Choice, PathState, Scheduler, SchedulerConfig};
 use crate::wire::{self, Header, Message, MessageType, DATA_HEADER_LEN};
 use crate::{Instant, PathId};
@@ -57,6 +59,10 @@ pub struct BondConfig {
     pub reorder_max: Duration,
     /// Packets the reorder buffer holds (default 4096).
     pub reorder_capacity: usize,
+    /// Delay equalisation: hold data packets from faster paths so that every packet is
+    /// delivered as late as on the slowest up path whose base one-way delay is within
+    /// this much of the fastest's (`bond/equalize.rs`). Zero turns it off.
+    pub equalize_max: Duration,
     /// Longest a packet may wait in braid's queue for its path before it is dropped
     /// (default 100 ms).
     pub queue_max_delay: Duration,
@@ -73,6 +79,7 @@ impl Default for BondConfig {
             health: HealthConfig::default(),
             reorder_max: Duration::from_millis(200),
             reorder_capacity: 4096,
+            equalize_max: Duration::from_millis(100),
             queue_max_delay: Duration::from_millis(100),
             mtu: 1400,
             seed: 0,
@@ -153,7 +160,7 @@ impl Bond {
     /// A bond with no paths.
     pub fn new(cfg: BondConfig, now: Instant) -> Self {
         Self {
-            scheduler: cfg.scheduler.build(cfg.seed),
+            scheduler: cfg.scheduler.build(cfg.seed, cfg.equalize_max),
             links: Vec::new(),
             next_path_id: 0,
             next_seq: 0,
@@ -237,9 +244,19 @@ impl Bond {
         };
         // Drop here, before the packet is numbered, if its path's queue already holds
         // more than `queue_max_delay`: a numbered packet that is dropped later leaves a
-        // gap the receiver has to wait out.
+        // gap the receiver has to wait out. When the receiver equalises delays, a faster
+        // path's queue may also hold the difference to the equalised delay: waiting here
+        // or at the receiver comes to the same, and every path keeps the same headroom,
+        // so the sender sees its RTT grow before anything is dropped.
         if let Choice::One(id) = choice {
-            if self.queue_over(id, self.cfg.queue_max_delay) {
+            let equalized = adaptive::equalized_delay(&self.states, self.cfg.equalize_max);
+            let base = self
+                .states
+                .iter()
+                .find(|s| s.id == id)
+                .map_or(Duration::ZERO, |s| s.base_delay);
+            let limit = self.cfg.queue_max_delay + equalized.saturating_sub(base);
+            if self.queue_over(id, limit) {
                 self.counters.drop_queue += 1;
                 return;
             }
@@ -379,6 +396,8 @@ impl Bond {
         };
         let t = self.links[i].health.on_peer_alive(now);
         self.apply(now, i, t);
+        let rel = self.deadline.relative(now, header.timestamp);
+        self.links[i].base.sample(now, rel);
         match msg {
             Message::Data {
                 seq,
@@ -397,6 +416,9 @@ impl Bond {
                 probe_seq, hold, ..
             } => {
                 let t = self.links[i].health.on_probe_ack(now, probe_seq, hold);
+                if let Some(rtt) = self.links[i].health.srtt() {
+                    self.links[i].cc.hint_rtt(rtt);
+                }
                 self.apply(now, i, t);
             }
             Message::Ack(ack) => {
@@ -428,13 +450,21 @@ impl Bond {
         let link = &mut self.links[i];
         link.rx.on_data(now, path_seq, header.timestamp, wire_len);
         link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| m.max(seq)));
-        self.deadline.sample(&mut link.owd, now, header.timestamp);
-        let deadline = if ordered {
-            self.current_deadline(now)
+        let rel = self.deadline.sample(&mut link.owd, now, header.timestamp);
+        let (deadline, release) = if ordered {
+            let hold = if adaptive::skips_equalization(payload) {
+                Duration::ZERO
+            } else {
+                equalize::hold(self.equalize_target(), rel)
+            };
+            (self.current_deadline(now), now + hold)
         } else {
-            Duration::ZERO
+            (Duration::ZERO, now)
         };
-        if self.reorder.insert(now, seq, deadline, payload) == Inserted::Late && ordered {
+        let inserted = self
+            .reorder
+            .insert_held(now, seq, deadline, release, payload);
+        if inserted == Inserted::Late && ordered {
             self.deadline.on_late(now, deadline);
         }
         if ordered {
@@ -481,6 +511,7 @@ impl Bond {
                 let link = &mut self.links[i];
                 link.downs += 1;
                 link.cc.reset(now);
+                link.base.reset();
                 let (id, packets) = (link.id, link.take_queue());
                 self.events.push_back(Event::PathDown(id));
                 self.reschedule(now, id, packets);
@@ -644,6 +675,30 @@ impl Bond {
         self.events.pop_front()
     }
 
+    /// The relative one-way delay every ordered packet is held to, if equalising.
+    fn equalize_target(&self) -> Option<i64> {
+        let bases = self
+            .links
+            .iter()
+            .filter(|l| l.is_up())
+            .filter_map(|l| l.base.get());
+        equalize::target(bases, self.cfg.equalize_max)
+    }
+
+    /// How long a packet on the quickest up path is held now.
+    fn equalize_spread(&self) -> Duration {
+        let lo = self
+            .links
+            .iter()
+            .filter(|l| l.is_up())
+            .filter_map(|l| l.base.get())
+            .min();
+        match lo {
+            Some(lo) => equalize::hold(self.equalize_target(), lo),
+            None => Duration::ZERO,
+        }
+    }
+
     fn current_deadline(&self, now: Instant) -> Duration {
         let (mut lo, mut hi) = (Duration::MAX, Duration::ZERO);
         for l in self.links.iter().filter(|l| l.is_up()) {
@@ -665,6 +720,7 @@ impl Bond {
             counters: self.counters,
             reorder: self.reorder.stats(),
             reorder_deadline_us: self.current_deadline(self.now).as_micros() as u64,
+            equalize_us: self.equalize_spread().as_micros() as u64,
         }
     }
 

@@ -86,4 +86,7 @@ pub struct BondStatus {
     pub reorder: ReorderStats,
     /// Current reorder deadline, µs.
     pub reorder_deadline_us: u64,
+    /// Delay equalisation: how long a packet on the quickest path is held now, µs (the
+    /// spread of base delays being equalised; 0 when off or nothing to equalise).
+    pub equalize_us: u64,
 }

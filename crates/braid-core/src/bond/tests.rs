@@ -562,3 +562,51 @@ fn shaper_with_a_fixed_link_rate_holds_it() {
         "delivered {delivered:.2} Mbit/s"
     );
 }
+
+#[test]
+fn equalization_holds_bulk_to_the_slowest_path_and_lets_small_packets_through() {
+    // One-way delays 5/20/60 ms, idle but for the probes that measure them. A 1200-byte
+    // packet comes out ~60 ms after it went in, whichever path carried it; a small
+    // (non-TCP, 84-byte) one as soon as the quickest path delivers it. Without
+    // equalisation the big one is as quick as the small one.
+    let measure = |cfg: BondConfig, len: usize| {
+        let mut pair = three_paths(cfg, [5, 20, 60]);
+        pair.run_until(Instant::from_millis(3000), |_| {});
+        pair.delivered_b.clear();
+        pair.a
+            .handle_tun_packet(pair.now, &udp_packet(0, len, 40000, 5001));
+        let sent = pair.now;
+        for _ in 0..100_000 {
+            pair.step();
+            if !pair.delivered_b.is_empty() {
+                return pair.now - sent;
+            }
+            let next = pair
+                .next_event()
+                .unwrap_or(pair.now + Duration::from_millis(1));
+            pair.now = next.max(pair.now + Duration::from_micros(1));
+        }
+        panic!("not delivered")
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let bulk = measure(BondConfig::default(), 1200);
+    assert!((60.0..66.0).contains(&ms(bulk)), "bulk took {bulk:?}");
+    let small = measure(BondConfig::default(), 84);
+    assert!(ms(small) < 7.0, "small took {small:?}");
+    let off = BondConfig {
+        equalize_max: Duration::ZERO,
+        ..BondConfig::default()
+    };
+    let unheld = measure(off, 1200);
+    assert!(ms(unheld) < 7.0, "without equalisation took {unheld:?}");
+    // A spread beyond the limit is not waited for.
+    let narrow = BondConfig {
+        equalize_max: Duration::from_millis(30),
+        ..BondConfig::default()
+    };
+    let capped = measure(narrow, 1200);
+    assert!(
+        (20.0..26.0).contains(&ms(capped)),
+        "capped at 30 ms took {capped:?}"
+    );
+}

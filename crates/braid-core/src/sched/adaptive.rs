@@ -42,10 +42,66 @@ use crate::Instant;
 /// probing share of the traffic rather than a large one.
 pub const DEFAULT_RATE_BPS: u64 = 1_000_000;
 
+/// Packets of at most this many bytes (pure TCP acks, pings, DNS queries) are never
+/// held for delay equalisation, and the scheduler sends them where they arrive first.
+/// For a TCP flow, this keeps the ack direction on the quickest path: its RTT is the
+/// equalised delay one way and the quickest path's the other.
+pub const SMALL_PACKET: usize = 128;
+
+/// True for a packet that delay equalisation leaves alone: a TCP segment without payload
+/// and without SYN (a pure ack), or any other packet of at most [`SMALL_PACKET`] bytes
+/// (pings, DNS). TCP segments that carry data, or SYN, are held like the rest: a
+/// connection's first RTT samples (its handshake, a short first message) must be no
+/// shorter than its bulk data's, since TCP's slow start ends when the RTT grows.
+pub fn skips_equalization(packet: &[u8]) -> bool {
+    if packet.len() > SMALL_PACKET {
+        return false;
+    }
+    let tcp = match packet.first().map(|b| b >> 4) {
+        Some(4) => {
+            let ihl = usize::from(packet[0] & 0x0f) * 4;
+            (packet.get(9) == Some(&6)).then_some(ihl)
+        }
+        Some(6) => (packet.get(6) == Some(&6)).then_some(40),
+        _ => None,
+    };
+    let Some(off) = tcp else {
+        return true;
+    };
+    let (Some(&doff), Some(&flags)) = (packet.get(off + 12), packet.get(off + 13)) else {
+        return true;
+    };
+    let header_end = off + usize::from(doff >> 4) * 4;
+    flags & 0x02 == 0 && packet.len() <= header_end
+}
+
+/// When equalising, arrivals up to this much (or an eighth of the equalised delay) after
+/// the equalised delay count as on time.
+pub const EQUALIZE_SLACK: Duration = Duration::from_millis(5);
+
+/// The one-way delay a receiver equalising up to `spread` holds packets to, as the sender
+/// sees it: the largest base delay among the usable paths within `spread` of the
+/// smallest; zero when `spread` is zero or nothing is usable.
+pub fn equalized_delay(paths: &[PathState], spread: Duration) -> Duration {
+    if spread.is_zero() {
+        return Duration::ZERO;
+    }
+    let usable = || paths.iter().filter(|p| p.usable).map(|p| p.base_delay);
+    let Some(lo) = usable().min() else {
+        return Duration::ZERO;
+    };
+    usable()
+        .filter(|&d| d <= lo + spread)
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
 /// Earliest expected arrival. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Adaptive {
     default_rate_bps: u64,
+    /// The receiver equalises delays up to this spread (zero: it does not).
+    equalize: Duration,
 }
 
 impl Default for Adaptive {
@@ -59,6 +115,7 @@ impl Adaptive {
     pub fn new() -> Self {
         Self {
             default_rate_bps: DEFAULT_RATE_BPS,
+            equalize: Duration::ZERO,
         }
     }
 
@@ -66,7 +123,23 @@ impl Adaptive {
     pub fn with_default_rate(default_rate_bps: u64) -> Self {
         Self {
             default_rate_bps: default_rate_bps.max(1),
+            equalize: Duration::ZERO,
         }
+    }
+
+    /// The scheduler for a bond whose receiver holds packets to the delay of the slowest
+    /// path within `spread` of the fastest (`equalize_ms`): a packet arriving before that
+    /// delay gains nothing, so among paths that all make it the least loaded is taken.
+    pub fn with_equalize(spread: Duration) -> Self {
+        Self {
+            equalize: spread,
+            ..Self::new()
+        }
+    }
+
+    /// The one-way delay the receiver holds packets to ([`equalized_delay`]).
+    pub fn equalized_delay(&self, paths: &[PathState]) -> Duration {
+        equalized_delay(paths, self.equalize)
     }
 
     /// When a packet of `len` bytes sent now on `path` is expected to arrive, counted from
@@ -101,14 +174,33 @@ impl Scheduler for Adaptive {
     }
 
     fn choose(&mut self, _now: Instant, packet: &[u8], paths: &[PathState]) -> Choice {
-        let mut best: Option<(Duration, Duration, &PathState)> = None;
+        // Arrivals before the equalised delay (give or take a slack for the estimates'
+        // noise) all count as arriving at it; among those the path whose queue frees
+        // soonest wins, so load spreads by capacity.
+        let floor = if skips_equalization(packet) {
+            Duration::ZERO
+        } else {
+            self.equalized_delay(paths)
+        };
+        let floor = if floor.is_zero() {
+            floor
+        } else {
+            floor + (floor / 8).max(EQUALIZE_SLACK)
+        };
+        let mut best: Option<((Duration, Duration, Duration), &PathState)> = None;
         for p in paths.iter().filter(|p| p.usable) {
-            let key = (self.arrival_estimate(p, packet.len()), p.one_way_delay);
-            if best.is_none_or(|(a, d, _)| key < (a, d)) {
-                best = Some((key.0, key.1, p));
+            let arrival = self.arrival_estimate(p, packet.len());
+            let drains = if floor.is_zero() {
+                Duration::ZERO
+            } else {
+                arrival.saturating_sub(p.one_way_delay)
+            };
+            let key = (arrival.max(floor), drains, p.one_way_delay);
+            if best.is_none_or(|(k, _)| key < k) {
+                best = Some((key, p));
             }
         }
-        best.map_or(Choice::Drop, |(_, _, p)| Choice::One(p.id))
+        best.map_or(Choice::Drop, |(_, p)| Choice::One(p.id))
     }
 }
 
@@ -127,6 +219,7 @@ mod tests {
             queued_bytes: 0,
             inflight_bytes: 0,
             one_way_delay: Duration::from_millis(owd_ms),
+            base_delay: Duration::from_millis(owd_ms),
             prio: 0,
         }
     }
@@ -142,6 +235,7 @@ mod tests {
     /// bytes arrive at `offered_bps`. Returns bytes per path from `count_from` on and the
     /// largest amount by which a packet arrived before one sent earlier (reordering).
     fn simulate(
+        mut a: Adaptive,
         specs: &[(u64, u64)],
         offered_bps: f64,
         len: usize,
@@ -155,7 +249,6 @@ mod tests {
             .collect();
         let mut queue = vec![0f64; ps.len()];
         let mut bytes = vec![0f64; ps.len()];
-        let mut a = Adaptive::new();
         let dt = len as f64 * 8.0 / offered_bps;
         let mut latest = f64::MIN;
         let mut reorder = 0f64;
@@ -185,7 +278,7 @@ mod tests {
     #[test]
     fn equal_delays_split_by_rate_in_order() {
         let specs = [(10_000_000, 20), (20_000_000, 20), (40_000_000, 20)];
-        let (shares, reorder) = simulate(&specs, 70e6, 1400, 20_000, 0);
+        let (shares, reorder) = simulate(Adaptive::new(), &specs, 70e6, 1400, 20_000, 0);
         for (s, want) in shares.iter().zip([1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0]) {
             assert!((s - want).abs() < 0.01, "{shares:?}");
         }
@@ -197,14 +290,93 @@ mod tests {
         // 40 Mbit/s at 5 ms, 20 at 20 ms, 10 at 60 ms; offered a little over the sum so
         // queues build as they do under a TCP flow with a large window.
         let specs = [(40_000_000, 5), (20_000_000, 20), (10_000_000, 60)];
-        let (shares, reorder) = simulate(&specs, 72e6, 1400, 40_000, 20_000);
+        let (shares, reorder) = simulate(Adaptive::new(), &specs, 72e6, 1400, 40_000, 20_000);
         for (s, want) in shares.iter().zip([4.0 / 7.0, 2.0 / 7.0, 1.0 / 7.0]) {
             assert!((s - want).abs() < 0.02, "{shares:?}");
         }
         assert!(reorder < 10e-6, "reordered by {reorder} s");
         // A light load (well under the fast path) stays on the fast path alone.
-        let (shares, _) = simulate(&specs, 20e6, 1400, 5_000, 0);
+        let (shares, _) = simulate(Adaptive::new(), &specs, 20e6, 1400, 5_000, 0);
         assert_eq!(shares[0], 1.0, "{shares:?}");
+    }
+
+    #[test]
+    fn equalizing_spreads_by_capacity_and_ignores_delay() {
+        // The receiver holds everything to the 60 ms path's delay, so arriving earlier
+        // gains nothing: the path whose queue frees soonest takes each packet. Under a
+        // saturating load that spreads by capacity; under a light one the 40 Mbit/s path
+        // takes all, though it is the slowest to arrive.
+        let specs = [(10_000_000, 5), (20_000_000, 20), (40_000_000, 60)];
+        let eq = || Adaptive::with_equalize(Duration::from_millis(100));
+        let (shares, _) = simulate(eq(), &specs, 72e6, 1400, 40_000, 20_000);
+        for (s, want) in shares.iter().zip([1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0]) {
+            assert!((s - want).abs() < 0.02, "{shares:?}");
+        }
+        let (shares, _) = simulate(eq(), &specs, 20e6, 1400, 5_000, 0);
+        assert_eq!(shares[2], 1.0, "{shares:?}");
+        // Without equalisation the light load stays on the quickest path.
+        let (shares, _) = simulate(Adaptive::new(), &specs, 5e6, 1400, 5_000, 0);
+        assert_eq!(shares[0], 1.0, "{shares:?}");
+    }
+
+    #[test]
+    fn equalized_delay_leaves_out_paths_beyond_the_spread() {
+        let mut ps = [
+            path(0, 40_000_000, 5),
+            path(1, 10_000_000, 60),
+            path(2, 5_000_000, 600),
+        ];
+        let spread = Duration::from_millis(100);
+        assert_eq!(equalized_delay(&ps, spread), Duration::from_millis(60));
+        assert_eq!(equalized_delay(&ps, Duration::ZERO), Duration::ZERO);
+        ps[1].usable = false;
+        assert_eq!(equalized_delay(&ps, spread), Duration::from_millis(5));
+        // A 1400-byte packet with every queue empty: all arrive by 60 ms + slack, so the
+        // path that sends it soonest (40 Mbit/s) takes it; a pure ack goes where it
+        // arrives first, which is the same path here.
+        ps[1].usable = true;
+        let mut a = Adaptive::with_equalize(spread);
+        assert_eq!(pick(a.choose(Instant::ZERO, &[0x45; 1400], &ps)), 0);
+        ps[0].queued_bytes = 20_000; // 4 ms at 40 Mbit/s: the 10 Mbit/s path frees sooner
+        assert_eq!(pick(a.choose(Instant::ZERO, &[0x45; 1400], &ps)), 1);
+        assert_eq!(pick(a.choose(Instant::ZERO, &tcp4(0x10, 0), &ps)), 0);
+    }
+
+    /// An IPv4 TCP segment with `flags` and `payload` bytes of data.
+    fn tcp4(flags: u8, payload: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + payload];
+        p[0] = 0x45;
+        p[9] = 6;
+        p[32] = 5 << 4;
+        p[33] = flags;
+        p
+    }
+
+    #[test]
+    fn only_pure_acks_and_small_non_tcp_skip_equalization() {
+        assert!(skips_equalization(&tcp4(0x10, 0)), "pure ack");
+        assert!(!skips_equalization(&tcp4(0x02, 0)), "SYN");
+        assert!(!skips_equalization(&tcp4(0x12, 0)), "SYN-ACK");
+        assert!(
+            !skips_equalization(&tcp4(0x18, 36)),
+            "a short first message"
+        );
+        assert!(!skips_equalization(&[0x45; 1400]), "bulk");
+        let mut ping = vec![0u8; 84];
+        ping[0] = 0x45;
+        ping[9] = 1;
+        assert!(skips_equalization(&ping));
+        let mut ack6 = vec![0u8; 60];
+        ack6[0] = 0x60;
+        ack6[6] = 6;
+        ack6[52] = 5 << 4;
+        ack6[53] = 0x10;
+        assert!(skips_equalization(&ack6));
+        ack6[53] = 0x02;
+        assert!(!skips_equalization(&ack6));
+        // Truncated headers are not worth holding: never a panic.
+        assert!(skips_equalization(&[0x45, 0, 0, 0, 0, 0, 0, 0, 0, 6]));
+        assert!(skips_equalization(&[]));
     }
 
     #[test]
@@ -327,6 +499,7 @@ mod tests {
                     queued_bytes,
                     inflight_bytes: 0,
                     one_way_delay: Duration::from_micros(owd),
+                    base_delay: Duration::from_micros(owd),
                     prio: 0,
                 },
             )

@@ -37,6 +37,8 @@ pub struct PathState {
     pub inflight_bytes: u64,
     /// Estimated one-way delay to the peer on this path (smoothed, includes queueing).
     pub one_way_delay: Duration,
+    /// The path's one-way delay without queueing (half its minimum RTT); zero when unknown.
+    pub base_delay: Duration,
     /// Active-backup priority: higher is preferred when the primary is down.
     pub prio: i32,
 }
@@ -52,6 +54,7 @@ impl PathState {
             queued_bytes: 0,
             inflight_bytes: 0,
             one_way_delay: Duration::ZERO,
+            base_delay: Duration::ZERO,
             prio: 0,
         }
     }
@@ -145,8 +148,9 @@ pub enum SchedulerConfig {
 
 impl SchedulerConfig {
     /// Build the scheduler. `seed` feeds policies that need randomness (round-robin with
-    /// `packets_per_path = 0`).
-    pub fn build(&self, seed: u64) -> Box<dyn Scheduler> {
+    /// `packets_per_path = 0`); `equalize` is the bond's delay-equalisation spread
+    /// (`adaptive` schedules for it).
+    pub fn build(&self, seed: u64, equalize: Duration) -> Box<dyn Scheduler> {
         match self {
             SchedulerConfig::Eql => Box::new(eql::Eql::new()),
             SchedulerConfig::RoundRobin { packets_per_path } => {
@@ -158,7 +162,7 @@ impl SchedulerConfig {
             }
             SchedulerConfig::Xor { hash } => Box::new(xor::Xor::new(*hash)),
             SchedulerConfig::Broadcast => Box::new(broadcast::Broadcast),
-            SchedulerConfig::Adaptive => Box::new(adaptive::Adaptive::new()),
+            SchedulerConfig::Adaptive => Box::new(adaptive::Adaptive::with_equalize(equalize)),
         }
     }
 

@@ -123,6 +123,7 @@ mod tests {
             queued_bytes: 0,
             inflight_bytes: 0,
             one_way_delay: Duration::ZERO,
+            base_delay: Duration::ZERO,
             prio: 0,
         }
     }

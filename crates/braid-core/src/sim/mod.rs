@@ -111,7 +111,8 @@ impl Pair {
         steps
     }
 
-    fn next_event(&self) -> Option<Instant> {
+    /// The earliest time either bond or any emulated path has something to do.
+    pub fn next_event(&self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut merge = |t: Option<Instant>| {
             if let Some(t) = t {

@@ -16,6 +16,7 @@ down_after = 4
 up_after = 3
 reorder_max_ms = 150
 queue_max_delay_ms = 80
+equalize_ms = 40
 seed = 9
 private_key = "4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY="
 peer_public_key = "nmFYF6ZKngdcryo53e+fo7ZbW4nP3CZ47oLl9sHfCRM="
@@ -99,6 +100,7 @@ fn full_config_maps_every_key() {
     );
     assert_eq!(b.core.reorder_max, Duration::from_millis(150));
     assert_eq!(b.core.queue_max_delay, Duration::from_millis(80));
+    assert_eq!(b.core.equalize_max, Duration::from_millis(40));
     assert_eq!(b.core.seed, 9);
 
     assert_eq!(c.paths.len(), 2);
@@ -142,6 +144,7 @@ fn defaults() {
     assert_eq!(c.bond.address6, None);
     assert_eq!(c.bond.primary, None);
     let d = BondConfig::default();
+    assert_eq!(d.equalize_max, Duration::from_millis(100));
     assert_eq!(
         c.bond.core,
         BondConfig {
@@ -433,6 +436,10 @@ fn numeric_ranges() {
         (
             "queue_max_delay_ms = 0",
             "bond.queue_max_delay_ms: 0 is out of range (1..=10000)",
+        ),
+        (
+            "equalize_ms = 10001",
+            "bond.equalize_ms: 10001 is out of range (0..=10000)",
         ),
         ("seed = -2", "bond.seed: -2 is out of range"),
     ] {
