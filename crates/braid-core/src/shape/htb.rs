@@ -30,7 +30,7 @@ use self::class::{
     accnt, Class, Costs, Counters, Cursor, Leaf, LinkBucket, Mode, Params, MAXDEPTH, NUMPRIO,
 };
 use self::queue::{Fifo, Pool};
-use self::sets::{Bits, WaitQueue};
+use self::sets::{Bits, IdTable, WaitQueue};
 
 /// Why a spec cannot be built into a shaper (or a change applied).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,8 +107,8 @@ pub struct ClassStats {
 pub struct Shaper {
     /// The tree in pre-order (parents before children, siblings by id).
     classes: Vec<Class>,
-    /// `(id, index)` sorted by id.
-    by_id: Vec<(ClassId, usize)>,
+    /// Every class's index by id.
+    by_id: IdTable,
     default_leaf: usize,
     classifier: Classifier,
     r2q: u32,
@@ -123,8 +123,9 @@ pub struct Shaper {
     /// The rows, `[level][prio]` (`hlevel[level].hprio[prio].row`): classes in CAN_SEND
     /// with a backlogged leaf of that prio below them.
     rows: [[Bits; NUMPRIO]; MAXDEPTH],
-    /// Per level, the prios whose row is not empty (`q->row_mask[level]`).
-    row_mask: [u8; MAXDEPTH],
+    /// The non-empty rows, bit `8 * level + prio` (`q->row_mask[level]` for every level
+    /// in one word): the lowest set bit is the row `htb_dequeue` serves first.
+    row_bits: u64,
     /// Classes not in CAN_SEND by the time their mode improves (`wait_pq`).
     wait: WaitQueue,
     /// The `now` of the last event processing: an earlier `now` rebuilds the modes.
@@ -320,12 +321,12 @@ impl Shaper {
                 costs: Costs::NONE,
             });
         }
-        let mut by_id: Vec<(ClassId, usize)> =
+        let mut sorted_ids: Vec<(ClassId, usize)> =
             classes.iter().enumerate().map(|(k, c)| (c.id, k)).collect();
-        by_id.sort();
+        sorted_ids.sort();
         // Row and feed positions: by id within a level, and within a parent's children.
         let mut level_members: [Vec<usize>; MAXDEPTH] = Default::default();
-        for &(_, k) in &by_id {
+        for &(_, k) in &sorted_ids {
             let Some(cl) = classes.get_mut(k) else {
                 continue;
             };
@@ -351,8 +352,8 @@ impl Shaper {
         });
 
         let leaf_index = |id: ClassId| -> Option<usize> {
-            let k = by_id.binary_search_by_key(&id, |&(i, _)| i).ok()?;
-            let &(_, idx) = by_id.get(k)?;
+            let k = sorted_ids.binary_search_by_key(&id, |&(i, _)| i).ok()?;
+            let &(_, idx) = sorted_ids.get(k)?;
             classes.get(idx)?.leaf.as_ref().map(|_| idx)
         };
         let default_id = spec.default_class.ok_or_else(|| {
@@ -376,6 +377,7 @@ impl Shaper {
         let n = classes.len();
         let link_fixed = spec.link_bps.is_some();
         let link = LinkBucket::new(spec.link_bps.unwrap_or(link_bps), mtu, t);
+        let by_id = IdTable::new(sorted_ids.iter().map(|&(id, k)| (id.0, k)));
         let mut shaper = Self {
             classes,
             by_id,
@@ -388,7 +390,7 @@ impl Shaper {
             row_ptr: [[Cursor::End; NUMPRIO]; MAXDEPTH],
             level_members,
             rows,
-            row_mask: [0; MAXDEPTH],
+            row_bits: 0,
             wait: WaitQueue::new(n),
             events_at: t,
             active: Vec::with_capacity(n),
@@ -402,8 +404,7 @@ impl Shaper {
     }
 
     fn index_of(&self, id: ClassId) -> Option<usize> {
-        let k = self.by_id.binary_search_by_key(&id, |&(i, _)| i).ok()?;
-        self.by_id.get(k).map(|&(_, i)| i)
+        self.by_id.get(id.0)
     }
 
     /// Classifies an IP packet and queues a copy in its leaf. A classifier answer that is
@@ -565,7 +566,7 @@ impl Shaper {
         for row in self.rows.iter_mut().flatten() {
             row.clear();
         }
-        self.row_mask = [0; MAXDEPTH];
+        self.row_bits = 0;
         self.wait.clear();
         for i in 0..self.classes.len() {
             if let Some(cl) = self.classes.get_mut(i) {
@@ -732,21 +733,21 @@ impl Shaper {
             return;
         };
         let (level, pos) = (usize::from(cl.level), cl.row_pos);
-        let (Some(rows), Some(row_mask)) = (self.rows.get_mut(level), self.row_mask.get_mut(level))
-        else {
+        let Some(rows) = self.rows.get_mut(level) else {
             return;
         };
         for prio in prios(mask) {
             let Some(row) = rows.get_mut(prio) else {
                 continue;
             };
+            let bit = 1u64 << (level * NUMPRIO + prio);
             if add {
                 row.insert(pos);
-                *row_mask |= 1 << prio;
+                self.row_bits |= bit;
             } else {
                 row.remove(pos);
                 if row.is_empty() {
-                    *row_mask &= !(1 << prio);
+                    self.row_bits &= !bit;
                 }
             }
         }
@@ -754,8 +755,11 @@ impl Shaper {
 
     /// The first non-empty row in `htb_dequeue`'s order: lowest level, then lowest prio.
     fn best_row(&self) -> Option<(u8, u8)> {
-        let (level, mask) = self.row_mask.iter().enumerate().find(|&(_, &m)| m != 0)?;
-        Some((level as u8, mask.trailing_zeros() as u8))
+        if self.row_bits == 0 {
+            return None;
+        }
+        let k = self.row_bits.trailing_zeros() as usize;
+        Some(((k / NUMPRIO) as u8, (k % NUMPRIO) as u8))
     }
 
     /// The first member of row `(level, prio)` (`node == None`) or of class `node`'s
@@ -920,7 +924,10 @@ impl Shaper {
         for level in 0..MAXDEPTH {
             for prio in 0..NUMPRIO {
                 let nonempty = !self.rows[level][prio].is_empty();
-                assert_eq!(self.row_mask[level] & (1 << prio) != 0, nonempty);
+                assert_eq!(
+                    self.row_bits & (1 << (level * NUMPRIO + prio)) != 0,
+                    nonempty
+                );
             }
         }
     }

@@ -67,12 +67,30 @@ const SLOT_US: u64 = 100_000;
 pub(super) struct Meter {
     /// Index (µs / 100 ms) of the newest slot written.
     newest: u64,
+    /// Where the newest slot starts, µs, and its place in the arrays (so that a packet in
+    /// the newest slot, nearly every packet, costs no division).
+    newest_start_us: u64,
+    newest_at: usize,
     bytes: [u64; SLOTS],
     packets: [u64; SLOTS],
 }
 
 impl Meter {
     pub(super) fn add(&mut self, now_us: u64, bytes: u64) {
+        if now_us.wrapping_sub(self.newest_start_us) < SLOT_US {
+            if let (Some(b), Some(p)) = (
+                self.bytes.get_mut(self.newest_at),
+                self.packets.get_mut(self.newest_at),
+            ) {
+                *b += bytes;
+                *p += 1;
+                return;
+            }
+        }
+        self.add_slow(now_us, bytes);
+    }
+
+    fn add_slow(&mut self, now_us: u64, bytes: u64) {
         let slot = now_us / SLOT_US;
         if slot > self.newest {
             let stale = (slot - self.newest).min(SLOTS as u64);
@@ -85,6 +103,8 @@ impl Meter {
         }
         // A `now` older than the newest slot is counted in the newest one.
         let i = (self.newest % SLOTS as u64) as usize;
+        self.newest_at = i;
+        self.newest_start_us = self.newest * SLOT_US;
         self.bytes[i] += bytes;
         self.packets[i] += 1;
     }

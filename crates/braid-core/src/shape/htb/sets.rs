@@ -74,6 +74,61 @@ impl Bits {
     }
 }
 
+/// Class ids to indices in O(1): open addressing with linear probing over a power-of-two
+/// table at most half full, keyed by a multiplicative hash of the handle (the
+/// classifier's answer, or the caller's class, is looked up once per packet; a binary
+/// search over 1000 ids took about ten dependent, mispredicted steps).
+#[derive(Clone, Debug, Default)]
+pub(super) struct IdTable {
+    /// `(id, index)`; index `u32::MAX` marks an empty slot.
+    slots: Vec<(u32, u32)>,
+    shift: u32,
+}
+
+impl IdTable {
+    pub(super) fn new(entries: impl ExactSizeIterator<Item = (u32, usize)>) -> Self {
+        let size = (entries.len() * 2).next_power_of_two().max(2);
+        let mut t = Self {
+            slots: vec![(0, u32::MAX); size],
+            shift: 64 - size.trailing_zeros(),
+        };
+        for (id, index) in entries {
+            let Ok(index) = u32::try_from(index) else {
+                continue;
+            };
+            let mask = t.slots.len() - 1;
+            let mut k = t.home(id);
+            while let Some(slot) = t.slots.get_mut(k) {
+                if slot.1 == u32::MAX || slot.0 == id {
+                    *slot = (id, index);
+                    break;
+                }
+                k = (k + 1) & mask;
+            }
+        }
+        t
+    }
+
+    fn home(&self, id: u32) -> usize {
+        (u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    pub(super) fn get(&self, id: u32) -> Option<usize> {
+        let mask = self.slots.len().wrapping_sub(1);
+        let mut k = self.home(id);
+        loop {
+            let &(key, index) = self.slots.get(k)?;
+            if index == u32::MAX {
+                return None;
+            }
+            if key == id {
+                return Some(index as usize);
+            }
+            k = (k + 1) & mask;
+        }
+    }
+}
+
 const ABSENT: usize = usize::MAX;
 
 /// The classes not in CAN_SEND, by the time their mode next improves (the kernel's
@@ -223,6 +278,19 @@ mod tests {
         assert_eq!(b.first_from(0), Some(130));
         b.remove(130);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn id_table_finds_every_id_and_nothing_else() {
+        let ids: Vec<u32> = (0..1000u32).map(|k| 0x1_0000 | (k * 7 + 3)).collect();
+        let t = IdTable::new(ids.iter().enumerate().map(|(k, &id)| (id, k)));
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(t.get(id), Some(k));
+        }
+        for miss in [0, 1, 0x1_0000, 0x2_0003, u32::MAX] {
+            assert_eq!(t.get(miss), None, "{miss:x}");
+        }
+        assert_eq!(IdTable::new(core::iter::empty()).get(5), None);
     }
 
     #[test]
