@@ -135,8 +135,6 @@ pub struct Shaper {
     pool: Pool,
     backlog: usize,
     wakeup: Option<Instant>,
-    /// Scratch for `lookup_leaf` (the kernel's `stk`).
-    stack: Vec<(Option<usize>, usize)>,
 }
 
 /// Nanoseconds since zero.
@@ -397,7 +395,6 @@ impl Shaper {
             pool: Pool::default(),
             backlog: 0,
             wakeup: None,
-            stack: Vec::with_capacity(MAXDEPTH + 1),
         };
         shaper.rebuild(t);
         Ok((shaper, warnings))
@@ -763,75 +760,77 @@ impl Shaper {
     }
 
     /// The first member of row `(level, prio)` (`node == None`) or of class `node`'s
-    /// feed at position `from` or later.
-    fn member_from(&self, node: Option<usize>, level: u8, prio: u8, from: usize) -> Option<usize> {
-        let p = usize::from(prio);
+    /// feed at position `from` or later: its position and its class.
+    fn member_from(
+        &self,
+        node: Option<usize>,
+        level: usize,
+        prio: usize,
+        from: usize,
+    ) -> Option<(usize, usize)> {
         match node {
             None => {
-                let l = usize::from(level);
-                let pos = self.rows.get(l)?.get(p)?.first_from(from)?;
-                self.level_members.get(l)?.get(pos).copied()
+                let pos = self.rows.get(level)?.get(prio)?.first_from(from)?;
+                Some((pos, *self.level_members.get(level)?.get(pos)?))
             }
             Some(c) => {
                 let cl = self.classes.get(c)?;
-                let pos = cl.feeds.get(p)?.first_from(from)?;
-                cl.children.get(pos).copied()
+                let pos = cl.feeds.get(prio)?.first_from(from)?;
+                Some((pos, *cl.children.get(pos)?))
             }
         }
     }
 
-    /// Class `m`'s position in the universe of row (`node == None`) or feed `node`.
-    fn position_in(&self, node: Option<usize>, m: usize) -> Option<usize> {
-        let cl = self.classes.get(m)?;
-        Some(if node.is_none() {
-            cl.row_pos
-        } else {
-            cl.feed_pos
-        })
-    }
-
-    fn cursor_mut(&mut self, node: Option<usize>, level: u8, prio: u8) -> Option<&mut Cursor> {
-        let p = usize::from(prio);
+    fn cursor_mut(
+        &mut self,
+        node: Option<usize>,
+        level: usize,
+        prio: usize,
+    ) -> Option<&mut Cursor> {
         match node {
-            None => self.row_ptr.get_mut(usize::from(level))?.get_mut(p),
-            Some(c) => self.classes.get_mut(c)?.feed_ptr.get_mut(p),
+            None => self.row_ptr.get_mut(level)?.get_mut(prio),
+            Some(c) => self.classes.get_mut(c)?.feed_ptr.get_mut(prio),
         }
     }
 
     /// `htb_lookup_leaf`: from the row's pointer down the feeds' pointers to a leaf. A
     /// pointer past its end rewinds to the first member and advances its parent's.
     fn lookup_leaf(&mut self, level: u8, prio: u8) -> Option<usize> {
-        self.stack.clear();
-        self.stack.push((None, usize::MAX));
+        let (l, p) = (usize::from(level), usize::from(prio));
+        // The inner classes descended into (the kernel's `stk`), each with its position in
+        // the row or feed above it; the node read is the row while it is empty, else the
+        // feed of the last one.
+        let mut path = [(0usize, 0usize); MAXDEPTH];
+        let mut depth = 0;
         for _ in 0..65535 {
-            let top = self.stack.len().checked_sub(1)?;
-            let (node, _) = *self.stack.get(top)?;
-            let cursor = *self.cursor_mut(node, level, prio)?;
-            let found = match cursor {
-                Cursor::End => None,
-                Cursor::At(from) => self.member_from(node, level, prio, from),
+            let node = match depth {
+                0 => None,
+                d => Some(path.get(d - 1)?.0),
             };
-            match found {
-                Some(m) => {
-                    let pos = self.position_in(node, m)?;
-                    *self.cursor_mut(node, level, prio)? = Cursor::At(pos);
-                    if let Some(slot) = self.stack.get_mut(top) {
-                        slot.1 = m;
-                    }
+            let hit = match *self.cursor_mut(node, l, p)? {
+                Cursor::End => None,
+                Cursor::At(from) => self.member_from(node, l, p, from),
+            };
+            match hit {
+                Some((pos, m)) => {
+                    *self.cursor_mut(node, l, p)? = Cursor::At(pos);
                     if self.classes.get(m)?.level == 0 {
                         return Some(m);
                     }
-                    self.stack.push((Some(m), usize::MAX));
+                    *path.get_mut(depth)? = (m, pos);
+                    depth += 1;
                 }
                 None => {
-                    let first = self.member_from(node, level, prio, 0)?;
-                    let pos = self.position_in(node, first)?;
-                    *self.cursor_mut(node, level, prio)? = Cursor::At(pos);
-                    if top > 0 {
-                        self.stack.pop();
-                        let (pnode, pm) = *self.stack.get(top - 1)?;
-                        let ppos = self.position_in(pnode, pm)?;
-                        *self.cursor_mut(pnode, level, prio)? = Cursor::At(ppos + 1);
+                    let (first, _) = self.member_from(node, l, p, 0)?;
+                    *self.cursor_mut(node, l, p)? = Cursor::At(first);
+                    if depth > 0 {
+                        depth -= 1;
+                        let (_, pos) = *path.get(depth)?;
+                        let parent = match depth {
+                            0 => None,
+                            d => Some(path.get(d - 1)?.0),
+                        };
+                        *self.cursor_mut(parent, l, p)? = Cursor::At(pos + 1);
                     }
                 }
             }
@@ -844,6 +843,7 @@ impl Shaper {
     /// (and count a borrow); every class pays ctokens, then takes its new mode.
     fn charge(&mut self, now: Instant, leaf: usize, level: u8, bytes: u64) {
         let t = ns(now);
+        let now_us = now.as_micros();
         let mut c = Some(leaf);
         while let Some(i) = c {
             let Some(cl) = self.classes.get_mut(i) else {
@@ -864,9 +864,14 @@ impl Shaper {
             cl.t_c = t;
             cl.counters.sent_bytes += bytes;
             cl.counters.sent_packets += 1;
-            cl.counters.meter.add(now.as_micros(), bytes);
+            cl.counters.meter.add(now_us, bytes);
             c = cl.parent;
-            self.update_mode(i, t);
+            // `update_mode` with the checkpoint at `t` (no time to bring forward).
+            let (mode, event) = cl.mode_and_event(t);
+            if mode != cl.mode {
+                self.change_mode(i, mode);
+            }
+            self.wait.set(i, event.map(|e| e.max(t.saturating_add(1))));
         }
     }
 
