@@ -11,7 +11,7 @@
 //! | submodule | what it is |
 //! | --- | --- |
 //! | `class` | one class: parameters, token buckets, mode; the link bucket |
-//! | `queue` | leaf FIFOs over pooled buffers, the 1 s rate meter |
+//! | `queue` | leaf FIFOs through one slab of reusable buffers, the 1 s rate meter |
 //! | `sets` | rows and feeds as bitsets, the wait queue as an indexed heap |
 
 use core::fmt;
@@ -29,7 +29,7 @@ mod tests;
 use self::class::{
     accnt, Class, Costs, Counters, Cursor, Leaf, LinkBucket, Mode, Params, MAXDEPTH, NUMPRIO,
 };
-use self::queue::{Fifo, Pool};
+use self::queue::{Fifo, Slab};
 use self::sets::{Bits, IdTable, WaitQueue};
 
 /// Why a spec cannot be built into a shaper (or a change applied).
@@ -132,7 +132,8 @@ pub struct Shaper {
     events_at: i64,
     /// Backlogged leaves (the kernel's "active" classes), in no particular order.
     active: Vec<usize>,
-    pool: Pool,
+    /// Every queued packet (the leaves' FIFOs are lists through it).
+    slab: Slab,
     backlog: usize,
     wakeup: Option<Instant>,
 }
@@ -392,7 +393,7 @@ impl Shaper {
             wait: WaitQueue::new(n),
             events_at: t,
             active: Vec::with_capacity(n),
-            pool: Pool::default(),
+            slab: Slab::default(),
             backlog: 0,
             wakeup: None,
         };
@@ -444,7 +445,10 @@ impl Shaper {
         if was_idle {
             leaf.active_slot = self.active.len();
         }
-        leaf.queue.push(self.pool.filled(packet));
+        if !leaf.queue.push(&mut self.slab, packet) {
+            leaf.dropped += 1;
+            return Enqueued::Dropped(id);
+        }
         self.backlog += 1;
         if was_idle {
             self.activate(idx);
@@ -481,16 +485,17 @@ impl Shaper {
             let parent = cl.parent;
             let (row_pos, feed_pos) = (cl.row_pos, cl.feed_pos);
             let lf = cl.leaf.as_mut()?;
-            let pkt = lf.queue.pop()?;
+            let slot = lf.queue.pop(&self.slab)?;
             self.backlog -= 1;
+            let pkt = self.slab.get(slot);
             let len = pkt.len();
             let fits = buf.len() >= len;
             if let Some(dst) = buf.get_mut(..len) {
-                dst.copy_from_slice(&pkt);
+                dst.copy_from_slice(pkt);
             } else {
                 lf.dropped += 1;
             }
-            self.pool.put(pkt);
+            self.slab.put(slot);
             // `htb_dequeue_tree`: DRR with a per-level deficit.
             let lvl = usize::from(level);
             let mut advance = false;
