@@ -19,6 +19,7 @@ pub(super) struct Slab {
 
 impl Slab {
     /// A slot holding a copy of `bytes`, not yet in any list.
+    #[inline]
     fn take(&mut self, bytes: &[u8]) -> Option<u32> {
         let k = match self.free {
             Some(k) => {
@@ -41,11 +42,13 @@ impl Slab {
     }
 
     /// The packet in slot `k`.
+    #[inline]
     pub(super) fn get(&self, k: u32) -> &[u8] {
         self.bufs.get(k as usize).map_or(&[], Vec::as_slice)
     }
 
     /// Gives slot `k` back (after its packet was read).
+    #[inline]
     pub(super) fn put(&mut self, k: u32) {
         if let Some(n) = self.next.get_mut(k as usize) {
             *n = self.free.unwrap_or(NIL);
@@ -76,10 +79,12 @@ impl Default for Fifo {
 }
 
 impl Fifo {
+    #[inline]
     pub(super) fn len(&self) -> usize {
         self.len
     }
 
+    #[inline]
     pub(super) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -89,6 +94,7 @@ impl Fifo {
     }
 
     /// Queues a copy of `bytes` at the tail; false if the slab is out of slot numbers.
+    #[inline]
     pub(super) fn push(&mut self, slab: &mut Slab, bytes: &[u8]) -> bool {
         let Some(k) = slab.take(bytes) else {
             return false;
@@ -106,6 +112,7 @@ impl Fifo {
 
     /// Unlinks the head packet and returns its slot: read it with [`Slab::get`], then
     /// [`Slab::put`] it back.
+    #[inline]
     pub(super) fn pop(&mut self, slab: &Slab) -> Option<u32> {
         let k = self.head;
         let next = *slab.next.get(k as usize)?;
@@ -139,6 +146,7 @@ pub(super) struct Meter {
 }
 
 impl Meter {
+    #[inline]
     pub(super) fn add(&mut self, now_us: u64, bytes: u64) {
         if now_us.wrapping_sub(self.newest_start_us) < SLOT_US {
             if let (Some(b), Some(p)) = (
@@ -153,6 +161,7 @@ impl Meter {
         self.add_slow(now_us, bytes);
     }
 
+    #[cold]
     fn add_slow(&mut self, now_us: u64, bytes: u64) {
         let slot = now_us / SLOT_US;
         if slot > self.newest {

@@ -21,10 +21,12 @@ impl Bits {
         }
     }
 
+    #[inline]
     pub(super) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
+    #[inline]
     pub(super) fn insert(&mut self, pos: usize) {
         if let Some(w) = self.words.get_mut(pos / 64) {
             let bit = 1u64 << (pos % 64);
@@ -35,6 +37,7 @@ impl Bits {
         }
     }
 
+    #[inline]
     pub(super) fn remove(&mut self, pos: usize) {
         if let Some(w) = self.words.get_mut(pos / 64) {
             let bit = 1u64 << (pos % 64);
@@ -58,6 +61,7 @@ impl Bits {
     }
 
     /// The first member at or after `from`.
+    #[inline]
     pub(super) fn first_from(&self, from: usize) -> Option<usize> {
         if self.count == 0 {
             return None;
@@ -113,6 +117,7 @@ impl IdTable {
         (u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
+    #[inline]
     pub(super) fn get(&self, id: u32) -> Option<usize> {
         let mask = self.slots.len().wrapping_sub(1);
         let mut k = self.home(id);
@@ -156,6 +161,7 @@ impl WaitQueue {
     }
 
     /// Class `class` next changes mode at `key` (`None`: it is in CAN_SEND, no event).
+    #[inline]
     pub(super) fn set(&mut self, class: usize, key: Option<i64>) {
         let Some(&k) = self.slot.get(class) else {
             return;
@@ -183,6 +189,7 @@ impl WaitQueue {
     }
 
     /// Takes out a class whose event is due at `t` (`htb_do_events`), if any.
+    #[inline]
     pub(super) fn pop_due(&mut self, t: i64) -> Option<usize> {
         let &(key, class) = self.heap.first()?;
         if key > t {
