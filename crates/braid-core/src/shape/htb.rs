@@ -12,7 +12,7 @@
 //! | --- | --- |
 //! | `class` | one class: parameters, token buckets, mode; the link bucket |
 //! | `queue` | leaf FIFOs through one slab of reusable buffers, the 1 s rate meter |
-//! | `sets` | rows and feeds as bitsets, the wait queue as an indexed heap |
+//! | `sets` | rows and feeds as bitsets, the wait queue as an indexed heap, ids to indices |
 
 use core::fmt;
 

@@ -1,7 +1,8 @@
 //! The kernel's ordered containers, over fixed universes: the rows and feeds (rb-trees
 //! of classes keyed by classid) as bitsets over an id-sorted list of candidates, and the
 //! wait queue (`wait_pq`, an rb-tree keyed by `pq_key`) as an indexed binary heap.
-//! Both are sized when the tree is built and never allocate afterwards.
+//! Both are sized when the tree is built and never allocate afterwards. Also the table
+//! from class ids to indices.
 
 /// A set of positions `0..len` in an id-sorted universe (a row's classes of one level, or
 /// a class's children). Iterating positions in order is iterating the kernel's rb-tree
