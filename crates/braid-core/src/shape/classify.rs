@@ -17,8 +17,16 @@
 //! fixed offsets 20/22 (wrong for IPv4 headers with options, and for non-port protocols);
 //! braid reads them after the real header length and only for protocols that have them.
 //!
+//! Cost: filters are tried in order, except that a run of at least [`MIN_EXACT_RUN`]
+//! consecutive filters that each match one whole address (a `/32` or `/128` source, or
+//! destination, and nothing else: the usual per-host or per-subscriber filter) is looked
+//! up in a hash table keyed by that address, as the kernel's u32 hash tables do. The first
+//! match is the same either way: the table keeps, per address, the run's first filter.
+//!
 //! Never panics on any bytes, and allocates nothing per packet.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 use super::spec::{ClassId, FilterSpec, PortRange, Prefix};
@@ -93,11 +101,130 @@ struct Fields {
     ports: Option<(u16, u16)>,
 }
 
+/// The shortest run of whole-address filters that is looked up by hash instead of tried
+/// one by one (below it a scan is as fast).
+pub const MIN_EXACT_RUN: usize = 8;
+
+/// Which address of the packet a run of whole-address filters matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Src,
+    Dst,
+}
+
+/// A multiplicative hash of an address (the table's keys are addresses the config chose;
+/// a hash-flooding attacker controls packets, not keys, and a lookup is one probe chain).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u128(&mut self, n: u128) {
+        let x = (n as u64) ^ ((n >> 64) as u64).rotate_left(29);
+        let h = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 29);
+    }
+}
+
+/// The filters in matching order, as stages.
+#[derive(Clone, Debug)]
+enum Stage {
+    /// These rules, tried one by one.
+    Scan(core::ops::Range<usize>),
+    /// A run of whole-address rules on `field` of family `v6`: per address, the class of
+    /// the run's first rule for it.
+    Exact {
+        field: Field,
+        v6: bool,
+        first: HashMap<u128, ClassId, BuildHasherDefault<AddrHasher>>,
+    },
+}
+
 /// Filters sorted for matching.
 #[derive(Clone, Debug, Default)]
 pub struct Classifier {
     rules: Vec<Rule>,
+    /// The rules as scans and hashed runs; empty when no run is long enough to hash
+    /// (then every rule is tried in order).
+    stages: Vec<Stage>,
     default_class: ClassId,
+}
+
+/// The field, family and address of a rule that matches one whole address and nothing
+/// else.
+fn exact_key(r: &Rule) -> Option<(Field, bool, u128)> {
+    if r.protocol.is_some() || r.sport.is_some() || r.dport.is_some() || r.tos.is_some() {
+        return None;
+    }
+    let (field, net) = match (&r.src, &r.dst) {
+        (Some(n), None) => (Field::Src, n),
+        (None, Some(n)) => (Field::Dst, n),
+        _ => return None,
+    };
+    let whole = if net.v6 {
+        u128::MAX
+    } else {
+        u128::from(u32::MAX)
+    };
+    (net.mask == whole).then_some((field, net.v6, net.net))
+}
+
+/// Splits the rules into scans and hashed runs of [`MIN_EXACT_RUN`] or more (nothing when
+/// there is no such run).
+fn stages(rules: &[Rule]) -> Vec<Stage> {
+    let keys: Vec<_> = rules.iter().map(exact_key).collect();
+    let mut stages = Vec::new();
+    let mut scan_from = 0;
+    let mut k = 0;
+    while k < rules.len() {
+        let Some(Some((field, v6, _))) = keys.get(k).copied() else {
+            k += 1;
+            continue;
+        };
+        let end = keys
+            .iter()
+            .skip(k)
+            .position(|key| !matches!(key, Some((f, v, _)) if *f == field && *v == v6))
+            .map_or(rules.len(), |n| k + n);
+        if end - k < MIN_EXACT_RUN {
+            k = end;
+            continue;
+        }
+        if scan_from < k {
+            stages.push(Stage::Scan(scan_from..k));
+        }
+        let mut first = HashMap::default();
+        for (key, r) in keys
+            .get(k..end)
+            .unwrap_or(&[])
+            .iter()
+            .zip(rules.get(k..end).unwrap_or(&[]))
+        {
+            if let Some((_, _, addr)) = key {
+                first.entry(*addr).or_insert(r.class);
+            }
+        }
+        stages.push(Stage::Exact { field, v6, first });
+        scan_from = end;
+        k = end;
+    }
+    if stages.is_empty() {
+        // Nothing hashed: `classify` scans every rule without stages.
+        return stages;
+    }
+    if scan_from < rules.len() {
+        stages.push(Stage::Scan(scan_from..rules.len()));
+    }
+    stages
 }
 
 impl Classifier {
@@ -116,8 +243,9 @@ impl Classifier {
                 tos: f.tos,
                 class: f.class,
             })
-            .collect();
+            .collect::<Vec<_>>();
         Self {
+            stages: stages(&rules),
             rules,
             default_class,
         }
@@ -125,6 +253,45 @@ impl Classifier {
 
     /// The class for an IP packet (IPv4 or IPv6; anything unparsable goes to the default).
     pub fn classify(&self, packet: &[u8]) -> ClassId {
+        let Some(f) = parse(packet) else {
+            return self.default_class;
+        };
+        if self.stages.is_empty() {
+            // No hashed run: one scan, as tight as it can be.
+            return self
+                .rules
+                .iter()
+                .find(|r| rule_matches(r, &f))
+                .map_or(self.default_class, |r| r.class);
+        }
+        for stage in &self.stages {
+            match stage {
+                Stage::Scan(range) => {
+                    let rules = self.rules.get(range.clone()).unwrap_or(&[]);
+                    if let Some(r) = rules.iter().find(|r| rule_matches(r, &f)) {
+                        return r.class;
+                    }
+                }
+                Stage::Exact { field, v6, first } => {
+                    if f.v6 != *v6 {
+                        continue;
+                    }
+                    let addr = match field {
+                        Field::Src => f.src,
+                        Field::Dst => f.dst,
+                    };
+                    if let Some(&class) = first.get(&addr) {
+                        return class;
+                    }
+                }
+            }
+        }
+        self.default_class
+    }
+
+    /// Test oracle: every rule tried in order (what the stages replace).
+    #[cfg(test)]
+    fn classify_by_scan(&self, packet: &[u8]) -> ClassId {
         let Some(f) = parse(packet) else {
             return self.default_class;
         };
@@ -323,6 +490,44 @@ mod tests {
             ],
             id(0x13),
         )
+    }
+
+    #[test]
+    fn long_runs_of_whole_address_filters_are_hashed() {
+        let filters: Vec<FilterSpec> = (0..20u8)
+            .map(|k| FilterSpec {
+                prio: 1,
+                dst: pfx(&format!("10.0.0.{k}/32")),
+                class: id(u16::from(k) + 1),
+                ..FilterSpec::default()
+            })
+            .chain([FilterSpec {
+                prio: 2,
+                dst: pfx("10.0.0.5/32"),
+                class: id(0x99),
+                ..FilterSpec::default()
+            }])
+            .collect();
+        let c = Classifier::new(&filters, id(0xff));
+        assert_eq!(c.stages.len(), 1, "{:?}", c.stages);
+        assert!(matches!(
+            c.stages[0],
+            Stage::Exact {
+                field: Field::Dst,
+                v6: false,
+                ..
+            }
+        ));
+        let to = |d: u8| v4([1, 1, 1, 1], [10, 0, 0, d], 6, 0, 1, 2);
+        assert_eq!(
+            c.classify(&to(5)),
+            id(6),
+            "the first filter for 10.0.0.5 wins"
+        );
+        assert_eq!(c.classify(&to(19)), id(20));
+        assert_eq!(c.classify(&to(20)), id(0xff));
+        // Three whole-address filters stay a scan (no stages: every rule in order).
+        assert!(seed().stages.is_empty());
     }
 
     #[test]
@@ -533,6 +738,42 @@ mod tests {
             let c = Classifier::new(&filters, id(9));
             let got = c.classify(&p);
             prop_assert!([1, 2, 3, 4, 9].contains(&got.minor()));
+        }
+
+        /// Hashed runs of whole-address filters pick the same first match as trying every
+        /// filter in order: runs of both fields and families, repeated addresses, runs
+        /// broken by other filters, short runs left to the scan.
+        #[test]
+        fn hashed_runs_match_like_the_scan(
+            blocks in proptest::collection::vec(
+                (0u8..6, 1usize..14, 0u32..3, proptest::collection::vec(0u8..24, 14)), 0..8),
+            packets in proptest::collection::vec((0u8..24, 0u8..24, any::<bool>()), 1..40),
+        ) {
+            let addr4 = |a: u8| IpAddr::V4([10, 0, 0, a].into());
+            let addr6 = |a: u8| IpAddr::V6([0xfd00, 0, 0, 0, 0, 0, 0, u16::from(a)].into());
+            let whole = |addr: IpAddr| Some(Prefix::new(addr, if addr.is_ipv4() { 32 } else { 128 }));
+            let mut filters = Vec::new();
+            for (kind, len, prio, addrs) in blocks {
+                for &a in addrs.iter().take(len) {
+                    let class = id(filters.len() as u16 + 1);
+                    filters.push(match kind {
+                        0 | 1 => FilterSpec { prio, dst: whole(addr4(a)), class, ..FilterSpec::default() },
+                        2 => FilterSpec { prio, src: whole(addr4(a)), class, ..FilterSpec::default() },
+                        3 => FilterSpec { prio, dst: whole(addr6(a)), class, ..FilterSpec::default() },
+                        4 => FilterSpec { prio, dst: Some(Prefix::new(addr4(a), 30)), class, ..FilterSpec::default() },
+                        _ => FilterSpec { prio, dst: whole(addr4(a)), protocol: Some(17), class, ..FilterSpec::default() },
+                    });
+                }
+            }
+            let c = Classifier::new(&filters, id(0xffff));
+            for (s, d, six) in packets {
+                let p = if six {
+                    v6(u128::from(s), 0xfd00_u128 << 112 | u128::from(d), 17, 0, &[0; 8])
+                } else {
+                    v4([10, 0, 0, s], [10, 0, 0, d], 17, 0, 1, 2)
+                };
+                prop_assert_eq!(c.classify(&p), c.classify_by_scan(&p));
+            }
         }
 
         /// A /len prefix matches exactly the addresses that share the top len bits.

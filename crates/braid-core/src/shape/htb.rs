@@ -11,8 +11,8 @@
 //! | submodule | what it is |
 //! | --- | --- |
 //! | `class` | one class: parameters, token buckets, mode; the link bucket |
-//! | `queue` | leaf FIFOs over pooled buffers, the 1 s rate meter |
-//! | `sets` | rows and feeds as bitsets, the wait queue as an indexed heap |
+//! | `queue` | leaf FIFOs through one slab of reusable buffers, the 1 s rate meter |
+//! | `sets` | rows and feeds as bitsets, the wait queue as an indexed heap, ids to indices |
 
 use core::fmt;
 
@@ -29,8 +29,8 @@ mod tests;
 use self::class::{
     accnt, Class, Costs, Counters, Cursor, Leaf, LinkBucket, Mode, Params, MAXDEPTH, NUMPRIO,
 };
-use self::queue::{Fifo, Pool};
-use self::sets::{Bits, WaitQueue};
+use self::queue::{Fifo, Slab};
+use self::sets::{Bits, IdTable, WaitQueue};
 
 /// Why a spec cannot be built into a shaper (or a change applied).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,8 +107,8 @@ pub struct ClassStats {
 pub struct Shaper {
     /// The tree in pre-order (parents before children, siblings by id).
     classes: Vec<Class>,
-    /// `(id, index)` sorted by id.
-    by_id: Vec<(ClassId, usize)>,
+    /// Every class's index by id.
+    by_id: IdTable,
     default_leaf: usize,
     classifier: Classifier,
     r2q: u32,
@@ -123,19 +123,19 @@ pub struct Shaper {
     /// The rows, `[level][prio]` (`hlevel[level].hprio[prio].row`): classes in CAN_SEND
     /// with a backlogged leaf of that prio below them.
     rows: [[Bits; NUMPRIO]; MAXDEPTH],
-    /// Per level, the prios whose row is not empty (`q->row_mask[level]`).
-    row_mask: [u8; MAXDEPTH],
+    /// The non-empty rows, bit `8 * level + prio` (`q->row_mask[level]` for every level
+    /// in one word): the lowest set bit is the row `htb_dequeue` serves first.
+    row_bits: u64,
     /// Classes not in CAN_SEND by the time their mode improves (`wait_pq`).
     wait: WaitQueue,
     /// The `now` of the last event processing: an earlier `now` rebuilds the modes.
     events_at: i64,
     /// Backlogged leaves (the kernel's "active" classes), in no particular order.
     active: Vec<usize>,
-    pool: Pool,
+    /// Every queued packet (the leaves' FIFOs are lists through it).
+    slab: Slab,
     backlog: usize,
     wakeup: Option<Instant>,
-    /// Scratch for `lookup_leaf` (the kernel's `stk`).
-    stack: Vec<(Option<usize>, usize)>,
 }
 
 /// Nanoseconds since zero.
@@ -320,12 +320,12 @@ impl Shaper {
                 costs: Costs::NONE,
             });
         }
-        let mut by_id: Vec<(ClassId, usize)> =
+        let mut sorted_ids: Vec<(ClassId, usize)> =
             classes.iter().enumerate().map(|(k, c)| (c.id, k)).collect();
-        by_id.sort();
+        sorted_ids.sort();
         // Row and feed positions: by id within a level, and within a parent's children.
         let mut level_members: [Vec<usize>; MAXDEPTH] = Default::default();
-        for &(_, k) in &by_id {
+        for &(_, k) in &sorted_ids {
             let Some(cl) = classes.get_mut(k) else {
                 continue;
             };
@@ -351,8 +351,8 @@ impl Shaper {
         });
 
         let leaf_index = |id: ClassId| -> Option<usize> {
-            let k = by_id.binary_search_by_key(&id, |&(i, _)| i).ok()?;
-            let &(_, idx) = by_id.get(k)?;
+            let k = sorted_ids.binary_search_by_key(&id, |&(i, _)| i).ok()?;
+            let &(_, idx) = sorted_ids.get(k)?;
             classes.get(idx)?.leaf.as_ref().map(|_| idx)
         };
         let default_id = spec.default_class.ok_or_else(|| {
@@ -376,6 +376,7 @@ impl Shaper {
         let n = classes.len();
         let link_fixed = spec.link_bps.is_some();
         let link = LinkBucket::new(spec.link_bps.unwrap_or(link_bps), mtu, t);
+        let by_id = IdTable::new(sorted_ids.iter().map(|&(id, k)| (id.0, k)));
         let mut shaper = Self {
             classes,
             by_id,
@@ -388,22 +389,20 @@ impl Shaper {
             row_ptr: [[Cursor::End; NUMPRIO]; MAXDEPTH],
             level_members,
             rows,
-            row_mask: [0; MAXDEPTH],
+            row_bits: 0,
             wait: WaitQueue::new(n),
             events_at: t,
             active: Vec::with_capacity(n),
-            pool: Pool::default(),
+            slab: Slab::default(),
             backlog: 0,
             wakeup: None,
-            stack: Vec::with_capacity(MAXDEPTH + 1),
         };
         shaper.rebuild(t);
         Ok((shaper, warnings))
     }
 
     fn index_of(&self, id: ClassId) -> Option<usize> {
-        let k = self.by_id.binary_search_by_key(&id, |&(i, _)| i).ok()?;
-        self.by_id.get(k).map(|&(_, i)| i)
+        self.by_id.get(id.0)
     }
 
     /// Classifies an IP packet and queues a copy in its leaf. A classifier answer that is
@@ -446,7 +445,10 @@ impl Shaper {
         if was_idle {
             leaf.active_slot = self.active.len();
         }
-        leaf.queue.push(self.pool.filled(packet));
+        if !leaf.queue.push(&mut self.slab, packet) {
+            leaf.dropped += 1;
+            return Enqueued::Dropped(id);
+        }
         self.backlog += 1;
         if was_idle {
             self.activate(idx);
@@ -483,16 +485,17 @@ impl Shaper {
             let parent = cl.parent;
             let (row_pos, feed_pos) = (cl.row_pos, cl.feed_pos);
             let lf = cl.leaf.as_mut()?;
-            let pkt = lf.queue.pop()?;
+            let slot = lf.queue.pop(&self.slab)?;
             self.backlog -= 1;
+            let pkt = self.slab.get(slot);
             let len = pkt.len();
             let fits = buf.len() >= len;
             if let Some(dst) = buf.get_mut(..len) {
-                dst.copy_from_slice(&pkt);
+                dst.copy_from_slice(pkt);
             } else {
                 lf.dropped += 1;
             }
-            self.pool.put(pkt);
+            self.slab.put(slot);
             // `htb_dequeue_tree`: DRR with a per-level deficit.
             let lvl = usize::from(level);
             let mut advance = false;
@@ -565,7 +568,7 @@ impl Shaper {
         for row in self.rows.iter_mut().flatten() {
             row.clear();
         }
-        self.row_mask = [0; MAXDEPTH];
+        self.row_bits = 0;
         self.wait.clear();
         for i in 0..self.classes.len() {
             if let Some(cl) = self.classes.get_mut(i) {
@@ -732,21 +735,21 @@ impl Shaper {
             return;
         };
         let (level, pos) = (usize::from(cl.level), cl.row_pos);
-        let (Some(rows), Some(row_mask)) = (self.rows.get_mut(level), self.row_mask.get_mut(level))
-        else {
+        let Some(rows) = self.rows.get_mut(level) else {
             return;
         };
         for prio in prios(mask) {
             let Some(row) = rows.get_mut(prio) else {
                 continue;
             };
+            let bit = 1u64 << (level * NUMPRIO + prio);
             if add {
                 row.insert(pos);
-                *row_mask |= 1 << prio;
+                self.row_bits |= bit;
             } else {
                 row.remove(pos);
                 if row.is_empty() {
-                    *row_mask &= !(1 << prio);
+                    self.row_bits &= !bit;
                 }
             }
         }
@@ -754,80 +757,85 @@ impl Shaper {
 
     /// The first non-empty row in `htb_dequeue`'s order: lowest level, then lowest prio.
     fn best_row(&self) -> Option<(u8, u8)> {
-        let (level, mask) = self.row_mask.iter().enumerate().find(|&(_, &m)| m != 0)?;
-        Some((level as u8, mask.trailing_zeros() as u8))
+        if self.row_bits == 0 {
+            return None;
+        }
+        let k = self.row_bits.trailing_zeros() as usize;
+        Some(((k / NUMPRIO) as u8, (k % NUMPRIO) as u8))
     }
 
     /// The first member of row `(level, prio)` (`node == None`) or of class `node`'s
-    /// feed at position `from` or later.
-    fn member_from(&self, node: Option<usize>, level: u8, prio: u8, from: usize) -> Option<usize> {
-        let p = usize::from(prio);
+    /// feed at position `from` or later: its position and its class.
+    fn member_from(
+        &self,
+        node: Option<usize>,
+        level: usize,
+        prio: usize,
+        from: usize,
+    ) -> Option<(usize, usize)> {
         match node {
             None => {
-                let l = usize::from(level);
-                let pos = self.rows.get(l)?.get(p)?.first_from(from)?;
-                self.level_members.get(l)?.get(pos).copied()
+                let pos = self.rows.get(level)?.get(prio)?.first_from(from)?;
+                Some((pos, *self.level_members.get(level)?.get(pos)?))
             }
             Some(c) => {
                 let cl = self.classes.get(c)?;
-                let pos = cl.feeds.get(p)?.first_from(from)?;
-                cl.children.get(pos).copied()
+                let pos = cl.feeds.get(prio)?.first_from(from)?;
+                Some((pos, *cl.children.get(pos)?))
             }
         }
     }
 
-    /// Class `m`'s position in the universe of row (`node == None`) or feed `node`.
-    fn position_in(&self, node: Option<usize>, m: usize) -> Option<usize> {
-        let cl = self.classes.get(m)?;
-        Some(if node.is_none() {
-            cl.row_pos
-        } else {
-            cl.feed_pos
-        })
-    }
-
-    fn cursor_mut(&mut self, node: Option<usize>, level: u8, prio: u8) -> Option<&mut Cursor> {
-        let p = usize::from(prio);
+    fn cursor_mut(
+        &mut self,
+        node: Option<usize>,
+        level: usize,
+        prio: usize,
+    ) -> Option<&mut Cursor> {
         match node {
-            None => self.row_ptr.get_mut(usize::from(level))?.get_mut(p),
-            Some(c) => self.classes.get_mut(c)?.feed_ptr.get_mut(p),
+            None => self.row_ptr.get_mut(level)?.get_mut(prio),
+            Some(c) => self.classes.get_mut(c)?.feed_ptr.get_mut(prio),
         }
     }
 
     /// `htb_lookup_leaf`: from the row's pointer down the feeds' pointers to a leaf. A
     /// pointer past its end rewinds to the first member and advances its parent's.
     fn lookup_leaf(&mut self, level: u8, prio: u8) -> Option<usize> {
-        self.stack.clear();
-        self.stack.push((None, usize::MAX));
+        let (l, p) = (usize::from(level), usize::from(prio));
+        // The inner classes descended into (the kernel's `stk`), each with its position in
+        // the row or feed above it; the node read is the row while it is empty, else the
+        // feed of the last one.
+        let mut path = [(0usize, 0usize); MAXDEPTH];
+        let mut depth = 0;
         for _ in 0..65535 {
-            let top = self.stack.len().checked_sub(1)?;
-            let (node, _) = *self.stack.get(top)?;
-            let cursor = *self.cursor_mut(node, level, prio)?;
-            let found = match cursor {
-                Cursor::End => None,
-                Cursor::At(from) => self.member_from(node, level, prio, from),
+            let node = match depth {
+                0 => None,
+                d => Some(path.get(d - 1)?.0),
             };
-            match found {
-                Some(m) => {
-                    let pos = self.position_in(node, m)?;
-                    *self.cursor_mut(node, level, prio)? = Cursor::At(pos);
-                    if let Some(slot) = self.stack.get_mut(top) {
-                        slot.1 = m;
-                    }
+            let hit = match *self.cursor_mut(node, l, p)? {
+                Cursor::End => None,
+                Cursor::At(from) => self.member_from(node, l, p, from),
+            };
+            match hit {
+                Some((pos, m)) => {
+                    *self.cursor_mut(node, l, p)? = Cursor::At(pos);
                     if self.classes.get(m)?.level == 0 {
                         return Some(m);
                     }
-                    self.stack.push((Some(m), usize::MAX));
+                    *path.get_mut(depth)? = (m, pos);
+                    depth += 1;
                 }
                 None => {
-                    let first = self.member_from(node, level, prio, 0)?;
-                    let pos = self.position_in(node, first)?;
-                    *self.cursor_mut(node, level, prio)? = Cursor::At(pos);
-                    if top > 0 {
-                        self.stack.pop();
-                        let (pnode, pm) = *self.stack.get(top - 1)?;
-                        let ppos = self.position_in(pnode, pm)?;
-                        *self.cursor_mut(pnode, level, prio)? = Cursor::At(ppos + 1);
+                    let (first, _) = self.member_from(node, l, p, 0)?;
+                    *self.cursor_mut(node, l, p)? = Cursor::At(first);
+                    if depth > 0 {
+                        depth -= 1;
+                        let (_, pos) = *path.get(depth)?;
+                        let parent = match depth {
+                            0 => None,
+                            d => Some(path.get(d - 1)?.0),
+                        };
+                        *self.cursor_mut(parent, l, p)? = Cursor::At(pos + 1);
                     }
                 }
             }
@@ -840,6 +848,7 @@ impl Shaper {
     /// (and count a borrow); every class pays ctokens, then takes its new mode.
     fn charge(&mut self, now: Instant, leaf: usize, level: u8, bytes: u64) {
         let t = ns(now);
+        let now_us = now.as_micros();
         let mut c = Some(leaf);
         while let Some(i) = c {
             let Some(cl) = self.classes.get_mut(i) else {
@@ -860,9 +869,14 @@ impl Shaper {
             cl.t_c = t;
             cl.counters.sent_bytes += bytes;
             cl.counters.sent_packets += 1;
-            cl.counters.meter.add(now.as_micros(), bytes);
+            cl.counters.meter.add(now_us, bytes);
             c = cl.parent;
-            self.update_mode(i, t);
+            // `update_mode` with the checkpoint at `t` (no time to bring forward).
+            let (mode, event) = cl.mode_and_event(t);
+            if mode != cl.mode {
+                self.change_mode(i, mode);
+            }
+            self.wait.set(i, event.map(|e| e.max(t.saturating_add(1))));
         }
     }
 
@@ -920,7 +934,10 @@ impl Shaper {
         for level in 0..MAXDEPTH {
             for prio in 0..NUMPRIO {
                 let nonempty = !self.rows[level][prio].is_empty();
-                assert_eq!(self.row_mask[level] & (1 << prio) != 0, nonempty);
+                assert_eq!(
+                    self.row_bits & (1 << (level * NUMPRIO + prio)) != 0,
+                    nonempty
+                );
             }
         }
     }

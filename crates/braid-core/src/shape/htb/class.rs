@@ -72,6 +72,7 @@ pub(super) fn default_burst(bps: u64, mtu: usize) -> u32 {
 }
 
 /// `htb_accnt_tokens` / `htb_accnt_ctokens`.
+#[inline]
 pub(super) fn accnt(tokens: i64, buffer: i64, diff: i64, cost: i64) -> i64 {
     let toks = diff.saturating_add(tokens).min(buffer).saturating_sub(cost);
     if toks <= -MBUFFER_NS {
@@ -249,11 +250,13 @@ impl Costs {
 
 impl Class {
     /// Time since the checkpoint, capped at `mbuffer` (never negative).
+    #[inline]
     pub(super) fn diff(&self, t: i64) -> i64 {
         t.saturating_sub(self.t_c).clamp(0, MBUFFER_NS)
     }
 
     /// `htb_class_mode` with hysteresis off.
+    #[inline]
     pub(super) fn mode(&self, t: i64) -> Mode {
         let diff = self.diff(t);
         if self.ctokens.saturating_add(diff) < 0 {
@@ -266,11 +269,13 @@ impl Class {
     }
 
     /// When the mode next improves (the kernel's `pq_key`), in ns; `None` in CAN_SEND.
+    #[inline]
     pub(super) fn next_event(&self, t: i64) -> Option<i64> {
         self.mode_and_event(t).1
     }
 
     /// `mode(t)` and `next_event(t)` in one pass.
+    #[inline]
     pub(super) fn mode_and_event(&self, t: i64) -> (Mode, Option<i64>) {
         match self.mode(t) {
             Mode::CanSend => (Mode::CanSend, None),
@@ -289,6 +294,7 @@ impl Class {
     }
 
     /// `len` bytes' transmit times at rate and at ceil.
+    #[inline]
     pub(super) fn costs(&mut self, len: u64) -> (i64, i64) {
         if self.costs.len != len {
             self.costs = Costs {
@@ -340,17 +346,20 @@ impl LinkBucket {
         }
     }
 
+    #[inline]
     fn diff(&self, t: i64) -> i64 {
         t.saturating_sub(self.t_c).clamp(0, MBUFFER_NS)
     }
 
     /// True when the link may send at `t` (always, at unknown rate 0).
+    #[inline]
     pub(super) fn open(&self, t: i64) -> bool {
         self.bps == 0
             || self.tokens.saturating_add(self.diff(t)).min(self.buffer_ns) >= self.gate_ns
     }
 
     /// When it opens, ns (`t` when open).
+    #[inline]
     pub(super) fn ready_at(&self, t: i64) -> i64 {
         if self.open(t) {
             t
@@ -360,6 +369,7 @@ impl LinkBucket {
         }
     }
 
+    #[inline]
     pub(super) fn charge(&mut self, t: i64, len: u64) {
         if self.bps == 0 {
             return;
