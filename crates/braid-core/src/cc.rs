@@ -60,6 +60,9 @@ pub enum CcMode {
 
 /// Send records kept (datagrams in flight are capped below this).
 pub const SEND_RING: usize = 8192;
+/// The delay exit from Startup waits until `STARTUP_GAIN × btl_bw` is at least this
+/// fraction of the pacing rate (the samples reflect what is being sent).
+const CAUGHT_UP: f64 = 2.0;
 /// Startup also ends when the smoothed RTT exceeds `1.25 × min_rtt` plus this.
 pub const STARTUP_DELAY_SLACK: Duration = Duration::from_millis(2);
 /// Pacing gain in Startup (2/ln 2).
@@ -551,11 +554,10 @@ impl PathCc {
         self.pacing_gain = STARTUP_GAIN;
         self.cwnd_gain = STARTUP_GAIN;
         self.cwnd = INITIAL_CWND_DATAGRAMS * self.max_datagram;
-        self.pacing_rate = if estimate > 0 {
-            self.clamp_rate(estimate as f64)
-        } else {
-            self.clamp_rate(self.cfg.initial_rate_bps as f64 / 8.0)
-        };
+        // Start again from the last estimate, or the initial rate if that is higher (an
+        // estimate from a path that was barely used must not hold the restart down).
+        self.pacing_rate =
+            self.clamp_rate((estimate as f64).max(self.cfg.initial_rate_bps as f64 / 8.0));
     }
 
     /// The path's RTT as its probes measure it, before data acks have given one: the
@@ -693,8 +695,13 @@ impl PathCc {
         }
         // ...or when the RTT shows a queue building (delay-based exit, as HyStart++ and
         // BBRv3 do): for a bond a standing queue in the network costs reordering
-        // margin on every other path, so Startup stops at the first sign of one.
-        if !self.filled_pipe && self.has_bw && self.has_min_rtt {
+        // margin on every other path, so Startup stops at the first sign of one. Only
+        // once the estimate has caught up with the pace, though: in the first round trips
+        // the filter holds only the few app-limited samples of an idle path (0.1 Mbit/s
+        // seen on a 10 Mbit/s path), and leaving Startup on them would pace the path at
+        // that, where the scheduler starves it and it never measures more.
+        let caught_up = measured as f64 * STARTUP_GAIN * CAUGHT_UP >= self.pacing_rate;
+        if !self.filled_pipe && self.has_bw && self.has_min_rtt && caught_up {
             let base = Duration::from_micros(self.min_rtt.get());
             if self
                 .rtt

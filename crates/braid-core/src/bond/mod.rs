@@ -249,7 +249,12 @@ impl Bond {
         // or at the receiver comes to the same, and every path keeps the same headroom,
         // so the sender sees its RTT grow before anything is dropped.
         if let Choice::One(id) = choice {
-            let equalized = adaptive::equalized_delay(&self.states, self.cfg.equalize_max);
+            // Pinned flows (xor, active-backup) are delivered unheld.
+            let equalized = if self.scheduler.pins_flows() {
+                Duration::ZERO
+            } else {
+                adaptive::equalized_delay(&self.states, self.cfg.equalize_max)
+            };
             let base = self
                 .states
                 .iter()
