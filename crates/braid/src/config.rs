@@ -167,6 +167,32 @@ pub struct SerialSettings {
     /// True when `bps` was not configured: the daemon keeps it at the line's measured
     /// datagram rate (framing, escapes and compression included).
     pub auto_bps: bool,
+    /// What the frames carry: braid datagrams (a bonded path) or the TUN's IP packets as
+    /// they are, for a classic SLIP/CSLIP peer.
+    pub mode: SerialMode,
+}
+
+/// `mode` of a serial path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SerialMode {
+    /// `mode = "bond"` (default): each frame holds one braid datagram; the path bonds
+    /// with the others.
+    #[default]
+    Bond,
+    /// `mode = "raw-ip"`: each frame holds one IP packet of the TUN, no braid header, no
+    /// probes or acks: a classic single-line SLIP/CSLIP/SLIP6 peer (Linux `slattach`,
+    /// a router's SLIP port) is at the other end. The bond has exactly this one path.
+    RawIp,
+}
+
+impl SerialMode {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SerialMode::Bond => "bond",
+            SerialMode::RawIp => "raw-ip",
+        }
+    }
 }
 
 /// What carries a path's datagrams.
@@ -370,6 +396,7 @@ struct RawPath {
     device: Option<S<String>>,
     baud: Option<S<i64>>,
     framing: Option<S<String>>,
+    mode: Option<S<String>>,
     mtu: Option<S<i64>>,
     local: Option<S<String>>,
     remote: Option<S<String>>,
@@ -618,6 +645,8 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
     let mut names = HashSet::new();
     let mut locals = HashSet::new();
     let mut devices = HashSet::new();
+    let path_modes: Vec<Option<S<String>>> =
+        raw.path.iter().map(|p| p.get_ref().mode.clone()).collect();
     for (i, p) in raw.path.into_iter().enumerate() {
         let span = p.span();
         let p = p.into_inner();
@@ -641,7 +670,11 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         let kind = p.kind.as_ref().map_or("udp", |k| k.get_ref().as_str());
         let transport = match kind {
             "udp" => {
-                for (v, k) in [(&p.device, "device"), (&p.framing, "framing")] {
+                for (v, k) in [
+                    (&p.device, "device"),
+                    (&p.framing, "framing"),
+                    (&p.mode, "mode"),
+                ] {
                     if let Some(v) = v {
                         return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
                     }
@@ -696,6 +729,30 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
             prio,
             emulate,
         });
+    }
+
+    if let Some((i, m)) = path_modes.iter().enumerate().find_map(|(i, m)| {
+        m.as_ref()
+            .filter(|m| m.get_ref() == "raw-ip")
+            .map(|m| (i, m))
+    }) {
+        if paths.len() != 1 {
+            return Err(at(
+                m,
+                format!(
+                    "path[{i}].mode: \"raw-ip\" puts the TUN's packets on this one line without braid's header (for a classic SLIP/CSLIP peer), so it must be the bond's only path; this file has {} paths",
+                    paths.len()
+                ),
+            ));
+        }
+        if b.encryption.as_ref().map(|e| e.get_ref().as_str()) != Some("none") {
+            return Err(at(
+                m,
+                format!(
+                    "path[{i}].mode: \"raw-ip\" sends plain IP packets (a classic SLIP peer cannot open sealed datagrams): set bond.encryption = \"none\" and no keys"
+                ),
+            ));
+        }
     }
 
     let scheduler = match sched_name {
@@ -902,10 +959,50 @@ fn serial_path(
             .parse::<Framing>()
             .map_err(|e| at(f, format!("{}: {e}", key("framing"))))?,
     };
-    let datagram = bond_mtu + DATA_HEADER_LEN;
+    let mode = match &p.mode {
+        None => SerialMode::Bond,
+        Some(m) => match m.get_ref().as_str() {
+            "bond" => SerialMode::Bond,
+            "raw-ip" => SerialMode::RawIp,
+            other => {
+                return Err(at(
+                    m,
+                    format!(
+                        "{}: unknown mode {other:?} (\"bond\" or \"raw-ip\")",
+                        key("mode")
+                    ),
+                ))
+            }
+        },
+    };
+    if mode == SerialMode::RawIp {
+        if let Some(b) = &p.bps {
+            return Err(at(
+                b,
+                format!(
+                    "{}: not used with mode = \"raw-ip\" (the line is paced at its baud)",
+                    key("bps")
+                ),
+            ));
+        }
+    }
+    // In raw-ip mode a frame is the TUN's packet alone.
+    let datagram = match mode {
+        SerialMode::Bond => bond_mtu + DATA_HEADER_LEN,
+        SerialMode::RawIp => bond_mtu,
+    };
     let mtu = int(&p.mtu, &key("mtu"), 0, 65_535, 0)?.unsigned_abs();
     let mtu = usize::try_from(mtu).unwrap_or(0);
     if let Some(m) = &p.mtu {
+        if mode == SerialMode::RawIp && mtu < datagram {
+            return Err(at(
+                m,
+                format!(
+                    "{}: {mtu} is smaller than bond.mtu = {datagram}; braid does not fragment, lower bond.mtu instead",
+                    key("mtu")
+                ),
+            ));
+        }
         if mtu < datagram {
             return Err(at(
                 m,
@@ -922,6 +1019,7 @@ fn serial_path(
         framing,
         mtu: if p.mtu.is_some() { mtu } else { datagram },
         auto_bps: p.bps.as_ref().is_none_or(|b| *b.get_ref() == 0),
+        mode,
     })
 }
 

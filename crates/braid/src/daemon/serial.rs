@@ -24,7 +24,7 @@ use braid_core::wire::{MessageType, DATA_HEADER_LEN, VERSION};
 use braid_core::Instant;
 use serde_json::{json, Value};
 
-use crate::config::{termios_baud, SerialSettings};
+use crate::config::{termios_baud, SerialMode, SerialSettings};
 use crate::sys::tty::Tty;
 
 /// How far ahead of the line the writer may be: bytes handed to the kernel that the line
@@ -82,6 +82,8 @@ pub fn is_compressible(datagram: &[u8]) -> bool {
 #[derive(Clone, Debug)]
 pub struct FrameCodec {
     framing: Framing,
+    /// `raw-ip`: frames hold IP packets (CSLIP compresses all of each), not braid datagrams.
+    raw_ip: bool,
     encoder: LineEncoder,
     deframer: Deframer,
     decompressor: Option<Decompressor>,
@@ -93,6 +95,7 @@ impl FrameCodec {
     pub fn new(framing: Framing, mtu: usize) -> Self {
         FrameCodec {
             framing,
+            raw_ip: false,
             encoder: LineEncoder::new(framing),
             deframer: match framing {
                 Framing::Slip | Framing::Cslip => Deframer::Slip(slip::Decoder::new(mtu)),
@@ -103,8 +106,26 @@ impl FrameCodec {
         }
     }
 
-    /// Append the line bytes of one datagram to `out`.
+    /// Fresh state for a `raw-ip` line: every frame is one IP packet of at most `mtu`
+    /// bytes, as a classic SLIP/CSLIP/SLIP6 peer (Linux's slip driver) sends and expects.
+    pub fn raw_ip(framing: Framing, mtu: usize) -> Self {
+        FrameCodec {
+            raw_ip: true,
+            ..FrameCodec::new(framing, mtu)
+        }
+    }
+
+    /// Append the line bytes of one datagram (`raw-ip`: one IP packet) to `out`.
     pub fn encode(&mut self, datagram: &[u8], out: &mut Vec<u8>) {
+        if self.raw_ip {
+            match self.framing {
+                Framing::Slip6 => slip6::encode(datagram, out),
+                Framing::Slip | Framing::Cslip => {
+                    self.encoder.encode(datagram, out);
+                }
+            }
+            return;
+        }
         match self.framing {
             Framing::Cslip if is_compressible(datagram) => {
                 let (head, ip) = datagram.split_at(DATA_HEADER_LEN);
@@ -124,6 +145,7 @@ impl FrameCodec {
     ) {
         let decomp = &mut self.decompressor;
         let scratch = &mut self.scratch;
+        let raw_ip = self.raw_ip;
         let mut on_event = |ev: Event<'_>| match ev {
             Event::Dropped(_) => {
                 c.rx_bad_frames += 1;
@@ -132,6 +154,16 @@ impl FrameCodec {
                 }
             }
             Event::Frame(f) => match decomp.as_mut() {
+                Some(d) if raw_ip => {
+                    scratch.clear();
+                    match d.decompress(f, scratch) {
+                        Ok(_) => {
+                            c.rx_frames += 1;
+                            on_datagram(scratch);
+                        }
+                        Err(_) => c.rx_cslip_errors += 1,
+                    }
+                }
                 Some(d) if is_compressible(f) => {
                     let (head, body) = f.split_at(DATA_HEADER_LEN);
                     scratch.clear();
@@ -154,6 +186,14 @@ impl FrameCodec {
             Deframer::Slip(d) => d.decode_events(input, &mut on_event),
             Deframer::Slip6(d) => d.decode_events(input, &mut on_event),
         }
+    }
+}
+
+/// The codec a line's settings call for.
+fn codec_for(cfg: &SerialSettings) -> FrameCodec {
+    match cfg.mode {
+        SerialMode::Bond => FrameCodec::new(cfg.framing, cfg.mtu),
+        SerialMode::RawIp => FrameCodec::raw_ip(cfg.framing, cfg.mtu),
     }
 }
 
@@ -188,7 +228,7 @@ impl SerialPath {
         let frame = cfg.framing.max_encoded_len(cfg.mtu) / 2 + cfg.mtu / 64;
         let line_bps = f64::from(cfg.baud) * 0.8;
         SerialPath {
-            codec: FrameCodec::new(cfg.framing, cfg.mtu),
+            codec: codec_for(&cfg),
             max_pending: (2 * frame).max(bytes_per_s / 2),
             tty: None,
             out: Vec::with_capacity(4096),
@@ -212,7 +252,7 @@ impl SerialPath {
     pub fn open(&mut self) -> io::Result<()> {
         self.tty = None;
         let tty = Tty::open(&self.cfg.device, termios_baud(self.cfg.baud))?;
-        self.codec = FrameCodec::new(self.cfg.framing, self.cfg.mtu);
+        self.codec = codec_for(&self.cfg);
         self.out.clear();
         self.out_start = 0;
         self.tty = Some(tty);
@@ -224,6 +264,11 @@ impl SerialPath {
         self.tty = None;
         self.out.clear();
         self.out_start = 0;
+    }
+
+    /// True for `mode = "raw-ip"`: frames carry the TUN's IP packets, not braid datagrams.
+    pub fn is_raw_ip(&self) -> bool {
+        self.cfg.mode == SerialMode::RawIp
     }
 
     /// True while the tty is open.
@@ -367,7 +412,7 @@ impl SerialPath {
     /// (framing, escapes, compression, and the line time control frames take), lowered
     /// while the backlog is above [`BACKLOG_TARGET`].
     pub fn rate_update(&mut self, now: Instant) -> Option<u64> {
-        if !self.cfg.auto_bps || now < self.next_rate_update {
+        if !self.cfg.auto_bps || self.is_raw_ip() || now < self.next_rate_update {
             return None;
         }
         self.next_rate_update = now + RATE_EVERY;
@@ -405,10 +450,20 @@ impl SerialPath {
             "baud": self.cfg.baud,
             "termios_baud": termios_baud(self.cfg.baud),
             "framing": self.cfg.framing.as_str(),
+            "mode": self.cfg.mode.as_str(),
             "mtu": self.cfg.mtu,
             "tty": if self.tty.is_some() { "open" } else { "closed" },
             "backlog_ms": self.backlog(now).as_secs_f64() * 1000.0,
             "datagram_per_line_byte": self.ratio,
+            "cslip_tx": self.codec.encoder.compressor().map(|c| {
+                let s = c.stats();
+                json!({
+                    "nontcp": s.nontcp,
+                    "tcp": s.tcp,
+                    "uncompressed": s.uncompressed,
+                    "compressed": s.compressed,
+                })
+            }),
             "counters": self.counters,
         })
     }
@@ -531,6 +586,37 @@ mod tests {
     }
 
     #[test]
+    fn raw_ip_frames_are_the_ip_packets_alone() {
+        let pkts: Vec<Vec<u8>> = (0..10u32).map(|k| tcp(1000 + k * 300, 300)).collect();
+        for framing in [Framing::Slip, Framing::Slip6, Framing::Cslip] {
+            let mut tx = FrameCodec::raw_ip(framing, 1400);
+            let mut rx = FrameCodec::raw_ip(framing, 1400);
+            let mut line = Vec::new();
+            for p in &pkts {
+                tx.encode(p, &mut line);
+            }
+            // What a classic peer sends: the core's plain line codec, no prefix.
+            let mut classic = Vec::new();
+            let mut enc = LineEncoder::new(framing);
+            for p in &pkts {
+                enc.encode(p, &mut classic);
+            }
+            assert_eq!(line, classic, "{framing}");
+            let mut got = Vec::new();
+            let mut c = SerialCounters::default();
+            for chunk in line.chunks(5) {
+                rx.decode(chunk, &mut c, &mut |d| got.push(d.to_vec()));
+            }
+            assert_eq!(got, pkts, "{framing}");
+        }
+        // SLIP: exactly RFC 1055 of the packet, no braid header.
+        let mut tx = FrameCodec::raw_ip(Framing::Slip, 1400);
+        let mut line = Vec::new();
+        tx.encode(&[0x45, 0xC0, 0xDB, 1], &mut line);
+        assert_eq!(line, [0xC0, 0x45, 0xDB, 0xDC, 0xDB, 0xDD, 1, 0xC0]);
+    }
+
+    #[test]
     fn noise_never_panics_and_the_line_resynchronises() {
         let mut rx = FrameCodec::new(Framing::Cslip, 1420);
         let mut c = SerialCounters::default();
@@ -566,6 +652,7 @@ mod tests {
             framing: Framing::Slip,
             mtu: 1420,
             auto_bps: true,
+            mode: SerialMode::Bond,
         }
     }
 

@@ -139,6 +139,8 @@ pub struct Table {
     /// and RFC 1144 compresses no TCP option, so with Linux's default timestamps every
     /// segment would cross a CSLIP line uncompressed.
     pub tcp_timestamps: bool,
+    /// The line in `mode = "raw-ip"` (plain CSLIP of IP packets, no bond).
+    pub raw_ip: bool,
 }
 
 /// The names `braid lab` knows, with a description.
@@ -162,6 +164,10 @@ pub const TABLES: &[(&str, &str)] = &[
     (
         "cslip-115200",
         "one CSLIP line at 115200 bd, bond MTU 1400: the 76%-of-baud target",
+    ),
+    (
+        "cslip-115200-raw",
+        "as cslip-115200 with both ends in mode = \"raw-ip\" (plain CSLIP, no braid header, no bond)",
     ),
     (
         "cslip-115200-ts",
@@ -222,7 +228,7 @@ pub fn load(name: &str) -> Option<Table> {
             }
             (Kind::Slip, rows)
         }
-        "cslip-115200" | "cslip-115200-ts" => (
+        "cslip-115200" | "cslip-115200-ts" | "cslip-115200-raw" => (
             Kind::Slip,
             vec![Row {
                 lines: 1,
@@ -240,6 +246,7 @@ pub fn load(name: &str) -> Option<Table> {
         rows,
         scheduler: "eql",
         tcp_timestamps: name.ends_with("-ts"),
+        raw_ip: name.ends_with("-raw"),
     })
 }
 
@@ -306,6 +313,9 @@ fn row_scenario(t: &Table, r: &Row) -> Result<Scenario> {
             "[[path]]\nname = \"s{i}\"\nkind = \"serial\"\nbaud = {}\nframing = \"{}\"\n",
             r.baud, r.framing
         ));
+        if t.raw_ip {
+            text.push_str("mode = \"raw-ip\"\n");
+        }
     }
     text.push_str("[[test]]\n");
     Scenario::parse(&text)
