@@ -250,8 +250,21 @@ impl PathSettings {
 
     /// The core's view of the path.
     pub fn path_config(&self) -> PathConfig {
-        path_config(&self.name, self.bps, self.prio)
+        let mut c = path_config(&self.name, self.bps, self.prio);
+        if let Some(s) = self.serial() {
+            c.ack_delay = Some(serial_ack_delay(s.baud, s.mtu));
+            c.fixed_rate = true;
+        }
+        c
     }
+}
+
+/// How long a serial line's receiver holds its ack: four full frames' line time, at least
+/// 2 ms (the UDP default) and at most 500 ms. A 36-byte ack per data frame would take ~3 %
+/// of a line; one per four frames (or per [`braid_core`]'s 8 datagrams) about 0.7 %.
+pub fn serial_ack_delay(baud: u32, mtu: usize) -> Duration {
+    let frame_us = (mtu as u64 + 2) * 10 * 1_000_000 / u64::from(baud.max(1));
+    Duration::from_micros(2 * frame_us).clamp(Duration::from_millis(2), Duration::from_millis(500))
 }
 
 /// The core's [`PathConfig`] for a path of that name, speed and priority.
@@ -265,6 +278,8 @@ pub fn path_config(name: &str, bps: u64, prio: i32) -> PathConfig {
         bps,
         prio,
         cc,
+        ack_delay: None,
+        fixed_rate: false,
     }
 }
 

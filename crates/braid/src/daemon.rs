@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use braid_core::bond::{Bond, Event};
 use braid_core::emu::{EmuConfig, Emulator};
-use braid_core::wire::DATA_HEADER_LEN;
+use braid_core::wire::{MessageType, DATA_HEADER_LEN};
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
@@ -619,7 +619,7 @@ impl Daemon {
                 }
             });
             for r in &replies {
-                s.send(r);
+                s.send_as(r, true);
             }
             if let Err(e) = r {
                 p.counters.recv_errors += 1;
@@ -826,6 +826,11 @@ fn raw_ip_status(v: &mut Value, paths: &[PathIo], rx_not_ip: u64) {
 /// Seal one datagram of the bond and send it on a path (a serial path queues it for its
 /// paced writer).
 fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
+    // Told apart before sealing: a serial line sends control messages ahead of its data.
+    let control = !matches!(
+        data.get(1).copied().map(MessageType::try_from),
+        Some(Ok(MessageType::Data | MessageType::PinnedData))
+    );
     let Some(sealed) = sealer.outgoing(now, data) else {
         return;
     };
@@ -835,7 +840,7 @@ fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data
             send_raw(bond, now, p, to, sealed);
         }
         Carrier::Serial(s) => {
-            if !s.send(sealed) {
+            if !s.send_as(sealed, control) {
                 p.counters.send_would_block += 1;
             }
         }
@@ -849,7 +854,8 @@ fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, to: SocketAddr, data:
     let sock = match &mut p.carrier {
         Carrier::Udp(u) => u.sock.as_ref(),
         Carrier::Serial(s) => {
-            if !s.send(data) {
+            // Handshake messages: small, ahead of data.
+            if !s.send_as(data, true) {
                 p.counters.send_would_block += 1;
             }
             return;

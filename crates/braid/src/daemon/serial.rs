@@ -15,6 +15,7 @@
 //! is bounded ([`SerialPath::send`] refuses a frame beyond it, counted); the bond's pacer
 //! is held to the line's datagram rate ([`SerialPath::rate_update`]) so that buffer stays
 //! short.
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
@@ -32,7 +33,10 @@ use crate::sys::tty::Tty;
 pub const AHEAD: Duration = Duration::from_millis(10);
 /// How often the path's rate is recomputed from what the line carried.
 pub const RATE_EVERY: Duration = Duration::from_millis(100);
-/// Backlog (line time of what is written ahead or waiting) above which the rate is lowered.
+/// Backlog (line time of what is written ahead or waiting) above which the rate is
+/// lowered, on top of one full frame's line time ([`SerialPath::backlog_target`]): a
+/// frame just handed over is a frame time of backlog by itself (120 ms for 1400 bytes at
+/// 115200 bd), which is the line being busy, not a queue.
 pub const BACKLOG_TARGET: Duration = Duration::from_millis(30);
 
 const NS_PER_S: u128 = 1_000_000_000;
@@ -204,9 +208,18 @@ pub struct SerialPath {
     pub cfg: SerialSettings,
     tty: Option<Tty>,
     codec: FrameCodec,
-    /// Line bytes waiting for the line (`out[out_start..]`).
+    /// Line bytes of data frames waiting for the line (`out[out_start..]`).
     out: Vec<u8>,
     out_start: usize,
+    /// Line length of each data frame in `out` not yet started.
+    frame_lens: VecDeque<usize>,
+    /// Bytes left of the data frame being written (a control frame waits for its end).
+    frame_left: usize,
+    /// Control frames (probes, answers, acks, handshakes) waiting: they go before the
+    /// next data frame, so a probe's or an ack's delay is at most one frame time, not
+    /// the whole data backlog.
+    ctl: Vec<u8>,
+    ctl_start: usize,
     /// Line clock: when everything written so far will have left, ns since start.
     line_free_ns: u128,
     /// Bound on `out`'s pending bytes.
@@ -233,6 +246,10 @@ impl SerialPath {
             tty: None,
             out: Vec::with_capacity(4096),
             out_start: 0,
+            frame_lens: VecDeque::new(),
+            frame_left: 0,
+            ctl: Vec::with_capacity(256),
+            ctl_start: 0,
             line_free_ns: 0,
             win_data: 0,
             win_line: 0,
@@ -253,8 +270,7 @@ impl SerialPath {
         self.tty = None;
         let tty = Tty::open(&self.cfg.device, termios_baud(self.cfg.baud))?;
         self.codec = codec_for(&self.cfg);
-        self.out.clear();
-        self.out_start = 0;
+        self.clear_pending();
         self.tty = Some(tty);
         Ok(())
     }
@@ -262,8 +278,16 @@ impl SerialPath {
     /// Close the tty (after an error); pending bytes are discarded.
     pub fn close(&mut self) {
         self.tty = None;
+        self.clear_pending();
+    }
+
+    fn clear_pending(&mut self) {
         self.out.clear();
         self.out_start = 0;
+        self.frame_lens.clear();
+        self.frame_left = 0;
+        self.ctl.clear();
+        self.ctl_start = 0;
     }
 
     /// True for `mode = "raw-ip"`: frames carry the TUN's IP packets, not braid datagrams.
@@ -282,7 +306,7 @@ impl SerialPath {
     }
 
     fn pending(&self) -> usize {
-        self.out.len() - self.out_start
+        self.out.len() - self.out_start + self.ctl.len() - self.ctl_start
     }
 
     /// ns one byte takes on the line (10 bits).
@@ -290,26 +314,51 @@ impl SerialPath {
         10 * NS_PER_S / u128::from(self.cfg.baud.max(1))
     }
 
-    /// Frame one datagram for the line. False (counted) when the tty is closed or the
-    /// path's buffer is full.
+    /// Frame one datagram for the line, behind the other data frames. False (counted)
+    /// when the tty is closed or the path's buffer is full.
     pub fn send(&mut self, datagram: &[u8]) -> bool {
+        self.send_as(datagram, false)
+    }
+
+    /// Frame one datagram; a `control` one (probe, probe answer, ack, handshake) goes
+    /// on the line before the data frames that wait (after the one being written).
+    pub fn send_as(&mut self, datagram: &[u8], control: bool) -> bool {
         if self.tty.is_none() {
             self.counters.tx_closed += 1;
             return false;
         }
-        if self.pending() + self.cfg.framing.max_encoded_len(datagram.len()) / 2 > self.max_pending
-        {
+        let need = self.cfg.framing.max_encoded_len(datagram.len()) / 2;
+        let limit = if control {
+            // Control frames are small; a bounded lane of their own.
+            self.max_pending / 2
+        } else {
+            self.max_pending
+        };
+        let queued = if control {
+            self.ctl.len() - self.ctl_start
+        } else {
+            self.out.len() - self.out_start
+        };
+        if queued + need > limit {
             self.counters.tx_overflow += 1;
             return false;
         }
-        if self.out_start > 0 && self.out_start * 2 >= self.out.len() {
-            self.out.drain(..self.out_start);
-            self.out_start = 0;
+        let (buf, start) = if control {
+            (&mut self.ctl, &mut self.ctl_start)
+        } else {
+            (&mut self.out, &mut self.out_start)
+        };
+        if *start > 0 && *start * 2 >= buf.len() {
+            buf.drain(..*start);
+            *start = 0;
         }
-        let before = self.out.len();
-        self.codec.encode(datagram, &mut self.out);
-        let line = (self.out.len() - before) as u64;
-        self.win_line += line;
+        let before = buf.len();
+        self.codec.encode(datagram, buf);
+        let line = buf.len() - before;
+        if !control {
+            self.frame_lens.push_back(line);
+        }
+        self.win_line += line as u64;
         if is_compressible(datagram) {
             self.win_data += datagram.len() as u64;
         }
@@ -326,21 +375,36 @@ impl SerialPath {
         // An idle line banks no credit.
         self.line_free_ns = self.line_free_ns.max(now_ns);
         let ahead = AHEAD.as_nanos();
-        while self.out_start < self.out.len() {
+        loop {
+            // Control frames go first, except into the middle of a data frame.
+            let control = self.frame_left == 0 && self.ctl_start < self.ctl.len();
+            if !control && self.frame_left == 0 {
+                match self.frame_lens.pop_front() {
+                    Some(n) => self.frame_left = n,
+                    None => break,
+                }
+            }
+            let (buf, start, left) = if control {
+                (&self.ctl, self.ctl_start, self.ctl.len() - self.ctl_start)
+            } else {
+                (&self.out, self.out_start, self.frame_left)
+            };
             let room = (now_ns + ahead).saturating_sub(self.line_free_ns);
             let n = usize::try_from(room * u128::from(self.cfg.baud) / (10 * NS_PER_S))
                 .unwrap_or(usize::MAX)
-                .min(self.out.len() - self.out_start);
+                .min(left);
             if n == 0 {
                 break;
             }
-            let chunk = self
-                .out
-                .get(self.out_start..self.out_start + n)
-                .unwrap_or(&[]);
+            let chunk = buf.get(start..start + n).unwrap_or(&[]);
             match tty.write(chunk) {
                 Ok(w) => {
-                    self.out_start += w;
+                    if control {
+                        self.ctl_start += w;
+                    } else {
+                        self.out_start += w;
+                        self.frame_left -= w.min(self.frame_left);
+                    }
                     self.counters.tx_line_bytes += w as u64;
                     // Exact in bits: w bytes take w·10/baud s.
                     self.line_free_ns += w as u128 * 10 * NS_PER_S / u128::from(self.cfg.baud);
@@ -361,6 +425,10 @@ impl SerialPath {
         if self.out_start == self.out.len() {
             self.out.clear();
             self.out_start = 0;
+        }
+        if self.ctl_start == self.ctl.len() {
+            self.ctl.clear();
+            self.ctl_start = 0;
         }
         Ok(())
     }
@@ -410,7 +478,7 @@ impl SerialPath {
     /// recompute it (every [`RATE_EVERY`]) and the path's `bps` is automatic: the line's
     /// `baud / 10` bytes per second times the measured datagram bytes per line byte
     /// (framing, escapes, compression, and the line time control frames take), lowered
-    /// while the backlog is above [`BACKLOG_TARGET`].
+    /// while the backlog is above [`SerialPath::backlog_target`].
     pub fn rate_update(&mut self, now: Instant) -> Option<u64> {
         if !self.cfg.auto_bps || self.is_raw_ip() || now < self.next_rate_update {
             return None;
@@ -425,10 +493,19 @@ impl SerialPath {
             self.win_line = 0;
         }
         let backlog = self.backlog(now);
-        let over = backlog.saturating_sub(BACKLOG_TARGET).as_secs_f64();
+        let over = backlog.saturating_sub(self.backlog_target()).as_secs_f64();
         let factor = (1.0 - over * 2.0).clamp(0.5, 1.0);
         let bps = f64::from(self.cfg.baud) * 0.8 * self.ratio * factor;
         Some((bps as u64).max(1))
+    }
+
+    /// [`BACKLOG_TARGET`] plus the line time of one frame of `mtu` bytes.
+    pub fn backlog_target(&self) -> Duration {
+        let frame = self.cfg.framing.max_encoded_len(self.cfg.mtu) / 2 + self.cfg.mtu / 64;
+        BACKLOG_TARGET
+            + Duration::from_nanos(
+                u64::try_from(frame as u128 * self.byte_ns()).unwrap_or(u64::MAX),
+            )
     }
 
     /// When [`SerialPath::rate_update`] next has something to say.
@@ -724,6 +801,49 @@ mod tests {
         assert!(p.send(&vec![0x11; 1400]));
         assert!(!p.send(&vec![0x11; 1400]));
         assert_eq!(p.counters.tx_overflow, 1);
+    }
+
+    /// Everything the pty passes on, as bytes.
+    fn drain_bytes(master: &mut std::fs::File) -> Vec<u8> {
+        let mut buf = [0u8; 65536];
+        let mut out = Vec::new();
+        loop {
+            let mut fds = [crate::sys::poll::readable(master.as_raw_fd())];
+            match crate::sys::poll::wait(&mut fds, Some(Duration::from_millis(50))) {
+                Ok(r) if r > 0 => {}
+                _ => return out,
+            }
+            match master.read(&mut buf) {
+                Ok(k) if k > 0 => out.extend_from_slice(&buf[..k]),
+                _ => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn control_frames_go_before_waiting_data_but_never_inside_a_frame() {
+        let (mut master, slave) = open_pty(9600).unwrap();
+        let mut p = SerialPath::new(settings(slave.path(), 9600), 7000);
+        p.open().unwrap();
+        let d1 = data(1, &tcp(1, 100));
+        let d2 = data(2, &tcp(2, 100));
+        assert!(p.send(&d1));
+        assert!(p.send(&d2));
+        // The first frame starts now; the probe comes while it is on the line.
+        p.flush(at_ms(1000)).unwrap();
+        assert!(p.send_as(&probe(), true));
+        step(&mut p, 1001, 1600);
+        let line = drain_bytes(&mut master);
+        let mut rx = FrameCodec::new(Framing::Slip, 1420);
+        let mut got = Vec::new();
+        let mut c = SerialCounters::default();
+        rx.decode(&line, &mut c, &mut |d| got.push(d.to_vec()));
+        assert_eq!(got, vec![d1, probe(), d2]);
+        assert_eq!(c.rx_bad_frames, 0);
+        // The control lane is bounded on its own: a full data buffer does not stop it.
+        let big = vec![0x11; 1400];
+        while p.send(&big) {}
+        assert!(p.send_as(&probe(), true));
     }
 
     #[test]

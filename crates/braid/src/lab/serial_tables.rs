@@ -293,7 +293,7 @@ impl RowResult {
 pub fn bond_keys(baud: u32, mtu: u32) -> String {
     let packet_ms = u64::from(mtu + 22) * 10 * 1000 / u64::from(baud.max(1));
     let probe = (36_000_000 / u64::from(baud.max(1))).clamp(100, 10_000);
-    let queue = (6 * packet_ms).clamp(100, 10_000);
+    let queue = (16 * packet_ms).clamp(100, 10_000);
     let reorder = (3 * packet_ms).clamp(200, 10_000);
     format!(
         "encryption = \"none\"\nprobe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n"
@@ -360,7 +360,22 @@ pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let mss = r.mtu.checked_sub(40).filter(|&m| m >= 88 && r.mtu < 1400);
     let tr = serial::tcp_transfer(&topo, dst, 5301, bytes, mss, Duration::from_secs(60))
         .with_context(|| format!("{} x {} bd {} mtu {}", r.lines, r.baud, r.framing, r.mtu))?;
+    if let Ok(path) = std::env::var("BRAID_LAB_DUMP") {
+        let v = serde_json::json!({"a": d.status_a()?, "b": d.status_b()?});
+        let _ = std::fs::write(
+            format!("{path}-{}x{}-{}", r.lines, r.baud, r.mtu),
+            v.to_string(),
+        );
+    }
     drop(d);
+    if let Ok(path) = std::env::var("BRAID_LAB_DUMP") {
+        for side in ["a", "b"] {
+            let _ = std::fs::copy(
+                topo.file(&format!("row-{side}.log")),
+                format!("{path}-{side}.log"),
+            );
+        }
+    }
     if let Some(e) = lines.relay_error() {
         bail!("a line's relay stopped: {e}");
     }
