@@ -267,6 +267,41 @@ pub fn serial_ack_delay(baud: u32, mtu: usize) -> Duration {
     Duration::from_micros(2 * frame_us).clamp(Duration::from_millis(2), Duration::from_millis(500))
 }
 
+/// `[bond]` defaults for a bond with serial lines in bond mode, from the slowest one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SerialDefaults {
+    /// `probe_interval_ms`: a probe and its answer (about 36 line bytes) take 1 % of the
+    /// slowest line, `36000000 / baud` ms, within 100..=10000 ms.
+    pub probe_interval: Duration,
+    /// `reorder_max_ms`: 8 full frames' line time of the slowest line, within 200..=10000
+    /// ms. A packet on one line may arrive several frame times after the next one on
+    /// another (each line's frames queue in braid and in its own writer); a shorter wait
+    /// gives up on packets that are only late and TCP retransmits them.
+    pub reorder_max: Duration,
+    /// `queue_max_delay_ms`: 16 full frames' line time, within 100..=10000 ms: enough
+    /// for TCP's initial window and CUBIC's growth without drops.
+    pub queue_max_delay: Duration,
+}
+
+/// [`SerialDefaults`] for `paths`, or `None` without a serial path in bond mode.
+pub fn serial_defaults(paths: &[PathSettings]) -> Option<SerialDefaults> {
+    let lines = paths
+        .iter()
+        .filter_map(PathSettings::serial)
+        .filter(|s| s.mode == SerialMode::Bond);
+    let slowest_frame_us = lines
+        .clone()
+        .map(|s| (s.mtu as u64 + 2) * 10 * 1_000_000 / u64::from(s.baud.max(1)))
+        .max()?;
+    let min_baud = lines.map(|s| u64::from(s.baud.max(1))).min()?;
+    let ms = |x: u64, lo: u64| Duration::from_millis(x.clamp(lo, 10_000));
+    Some(SerialDefaults {
+        probe_interval: ms(36_000_000 / min_baud, 100),
+        reorder_max: ms(8 * slowest_frame_us / 1000, 200),
+        queue_max_delay: ms(16 * slowest_frame_us / 1000, 100),
+    })
+}
+
 /// The core's [`PathConfig`] for a path of that name, speed and priority.
 pub fn path_config(name: &str, bps: u64, prio: i32) -> PathConfig {
     let mut cc = CcConfig::default();
@@ -634,7 +669,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         "active-backup",
     )?;
 
-    let health = HealthConfig {
+    let mut health = HealthConfig {
         probe_interval: ms(
             &b.probe_interval_ms,
             "bond.probe_interval_ms",
@@ -645,8 +680,8 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         down_after: u32::try_from(int(&b.down_after, "bond.down_after", 1, 1000, 3)?).unwrap_or(3),
         up_after: u32::try_from(int(&b.up_after, "bond.up_after", 1, 1000, 2)?).unwrap_or(2),
     };
-    let reorder_max = ms(&b.reorder_max_ms, "bond.reorder_max_ms", 0, 10_000, 200)?;
-    let queue_max_delay = ms(
+    let mut reorder_max = ms(&b.reorder_max_ms, "bond.reorder_max_ms", 0, 10_000, 200)?;
+    let mut queue_max_delay = ms(
         &b.queue_max_delay_ms,
         "bond.queue_max_delay_ms",
         1,
@@ -767,6 +802,19 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
                     "path[{i}].mode: \"raw-ip\" sends plain IP packets (a classic SLIP peer cannot open sealed datagrams): set bond.encryption = \"none\" and no keys"
                 ),
             ));
+        }
+    }
+
+    // Serial lines: defaults that scale with the slowest line (keys given win).
+    if let Some(d) = serial_defaults(&paths) {
+        if b.probe_interval_ms.is_none() {
+            health.probe_interval = d.probe_interval;
+        }
+        if b.reorder_max_ms.is_none() {
+            reorder_max = d.reorder_max;
+        }
+        if b.queue_max_delay_ms.is_none() {
+            queue_max_delay = d.queue_max_delay;
         }
     }
 

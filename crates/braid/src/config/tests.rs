@@ -832,6 +832,39 @@ fn serial_path_errors() {
 }
 
 #[test]
+fn serial_lines_scale_the_bond_defaults() {
+    let c = parse(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\n",
+    ))
+    .unwrap();
+    // 1422 bytes at 11520 bytes/s: 123.4 ms a frame.
+    assert_eq!(
+        c.bond.core.health.probe_interval,
+        Duration::from_millis(312)
+    );
+    assert_eq!(c.bond.core.reorder_max, Duration::from_millis(987));
+    assert_eq!(c.bond.core.queue_max_delay, Duration::from_millis(1974));
+    // Keys given win; the slowest line counts; raw-ip and UDP bonds keep the defaults.
+    let two = "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\nprobe_interval_ms = 150\n\
+               [[path]]\nname = \"s0\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\n\
+               [[path]]\nname = \"s1\"\nkind = \"serial\"\ndevice = \"/dev/ttyS1\"\nbaud = 9600\n";
+    let c = parse(two).unwrap();
+    assert_eq!(
+        c.bond.core.health.probe_interval,
+        Duration::from_millis(150)
+    );
+    assert_eq!(c.bond.core.reorder_max, Duration::from_millis(10_000));
+    let d = serial_defaults(&c.paths).unwrap();
+    assert_eq!(d.probe_interval, Duration::from_millis(3750));
+    let raw = parse(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\nmode = \"raw-ip\"\n",
+    ))
+    .unwrap();
+    assert_eq!(serial_defaults(&raw.paths), None);
+    assert_eq!(raw.bond.core.reorder_max, Duration::from_millis(200));
+}
+
+#[test]
 fn serial_raw_ip_mode() {
     let raw = "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 57600\nframing = \"cslip\"\nmode = \"raw-ip\"\n";
     let c = parse(&serial_cfg(raw)).unwrap();

@@ -244,7 +244,11 @@ pub fn load(name: &str) -> Option<Table> {
         description,
         kind,
         rows,
-        scheduler: "eql",
+        scheduler: if std::env::var("BRAID_LAB_SCHED").as_deref() == Ok("adaptive") {
+            "adaptive"
+        } else {
+            "eql"
+        },
         tcp_timestamps: name.ends_with("-ts"),
         raw_ip: name.ends_with("-raw"),
     })
@@ -294,7 +298,7 @@ pub fn bond_keys(baud: u32, mtu: u32) -> String {
     let packet_ms = u64::from(mtu + 22) * 10 * 1000 / u64::from(baud.max(1));
     let probe = (36_000_000 / u64::from(baud.max(1))).clamp(100, 10_000);
     let queue = (16 * packet_ms).clamp(100, 10_000);
-    let reorder = (3 * packet_ms).clamp(200, 10_000);
+    let reorder = (18 * packet_ms).clamp(200, 10_000);
     format!(
         "encryption = \"none\"\nprobe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n"
     )
@@ -408,6 +412,11 @@ pub fn run(t: &Table, braid: &Path) -> Result<Vec<RowResult>> {
     let mut out: Vec<RowResult> = Vec::new();
     for r in &t.rows {
         netns::check_interrupted()?;
+        if let Ok(b) = std::env::var("BRAID_LAB_BAUD") {
+            if b != r.baud.to_string() {
+                continue;
+            }
+        }
         let res = run_row(t, r, braid)?;
         match t.kind {
             Kind::Bentson => {
