@@ -1,11 +1,13 @@
 //! A serial path's IO: braid datagrams framed with SLIP, SLIP6 or CSLIP on a tty, written
 //! at the line's pace by the daemon's clock, and frames read back into datagrams.
 //!
-//! **Frames.** Every frame holds one braid datagram. With CSLIP, a data datagram (version
-//! 1, type Data or PinnedData, longer than its 20-byte header) has its IP packet
-//! compressed behind the header, which travels as it is; every other datagram (probes,
-//! acks, sealed datagrams) travels uncompressed. The receiver tells them apart by the
-//! same two header bytes, which compression never touches (`docs/serial.md`).
+//! **Frames.** Every frame holds one braid datagram. A data datagram (version 1, type
+//! Data or PinnedData, longer than its 20-byte header) travels with the 7-byte short
+//! header when it can (`braid_core::serial::short`) and, with CSLIP, its IP packet
+//! compressed behind it; every other datagram (probes, acks, sealed datagrams) travels as
+//! it is. The receiver tells them apart by the first bytes, which compression never
+//! touches (`docs/serial.md`). In `raw-ip` mode a frame is one IP packet, nothing else.
+//! Control frames wait in a lane of their own and go before waiting data frames.
 //!
 //! **Pacing.** A pty takes ~20 KB before it blocks and TIOCOUTQ on it is always 0, and a
 //! UART's buffer would hide a queue from braid's scheduler just as well: so the writer

@@ -290,8 +290,9 @@ impl RowResult {
 }
 
 /// `[bond]` keys for lines of `baud` carrying packets of `mtu`: probes take at most ~1%
-/// of a line (36 line bytes per interval), braid's queue and reorder wait hold a few
-/// packet times (at 9600 bd a 900-byte packet takes almost a second). The lines are the
+/// of a line (36 line bytes per interval), braid's queue holds 16 packet times (TCP's
+/// initial window and CUBIC's growth) and the reorder wait 18 (the queue and two more: a
+/// packet on one line may be that late against the next one on another). The lines are the
 /// lab's own, trusted: `encryption = "none"`, so CSLIP can compress the inner headers (a
 /// sealed datagram is opaque to it).
 pub fn bond_keys(baud: u32, mtu: u32) -> String {
@@ -527,7 +528,7 @@ mod tests {
     fn bond_keys_scale_with_the_line() {
         assert_eq!(
             bond_keys(115_200, 1400),
-            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 738\nreorder_max_ms = 369\n"
+            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 1968\nreorder_max_ms = 2214\n"
         );
         assert_eq!(
             bond_keys(2400, 1400),
