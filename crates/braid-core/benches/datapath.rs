@@ -28,6 +28,7 @@ fn ready_pair(scheduler: SchedulerConfig, paths: usize) -> Pair {
         initial_rate_bps: 100_000_000_000,
         min_rate_bps: 100_000_000_000,
         max_rate_bps: 0,
+        ..CcConfig::default()
     };
     for i in 0..paths {
         let pc = PathConfig {

@@ -35,6 +35,9 @@ pub struct CcConfig {
     pub min_rate_bps: u64,
     /// Never pace above this (0 = no cap), bit/s.
     pub max_rate_bps: u64,
+    /// How long the receiver may hold its ack: the window covers that much more sending
+    /// (`bw × peer_ack_delay`), so a delayed ack does not stall the path.
+    pub peer_ack_delay: Duration,
 }
 
 impl Default for CcConfig {
@@ -43,6 +46,7 @@ impl Default for CcConfig {
             initial_rate_bps: 10_000_000,
             min_rate_bps: 64_000,
             max_rate_bps: 0,
+            peer_ack_delay: Duration::ZERO,
         }
     }
 }
@@ -583,6 +587,13 @@ impl PathCc {
         self.capacity_bytes_per_sec().saturating_mul(8)
     }
 
+    /// Pace at exactly `bps` from now on (a line of known rate): the cap and the floor.
+    pub fn set_fixed_rate_bps(&mut self, bps: u64) {
+        self.cfg.max_rate_bps = bps;
+        self.cfg.min_rate_bps = bps;
+        self.pacing_rate = self.clamp_rate(self.pacing_rate);
+    }
+
     /// Change the pacing cap, bit/s (0 = none); takes effect at the next ack.
     pub fn set_max_rate_bps(&mut self, bps: u64) {
         self.cfg.max_rate_bps = bps;
@@ -765,8 +776,10 @@ impl PathCc {
         // up to 16 datagrams or 5 ms), plus a floor.
         let floor = MIN_CWND_DATAGRAMS * self.max_datagram;
         if let Some(bdp) = self.bdp(bw, self.cwnd_gain) {
+            let held = (bw as f64 * self.cfg.peer_ack_delay.as_secs_f64()) as u64;
             let target = bdp
                 .saturating_add(self.ack_bytes.get())
+                .saturating_add(held)
                 .saturating_add(floor);
             if self.filled_pipe {
                 self.cwnd = self.cwnd.saturating_add(acked).min(target);
@@ -1313,6 +1326,49 @@ mod tests {
     }
 
     #[test]
+    fn fixed_rate_paces_at_the_rate_in_every_phase() {
+        // A 5 Mbit/s line in a 40 Mbit/s model: ProbeBW's 0.75 phase and a low estimate
+        // would pace below the line; a fixed rate never does.
+        let mut sim = Sim::new(5e6, 5.0, 1_000_000, 0.0, cfg());
+        sim.cc.set_fixed_rate_bps(5_000_000);
+        for k in 1..=40 {
+            sim.run_until(f64::from(k) * 0.1);
+            assert_eq!(
+                sim.cc.pacing_rate_bps(),
+                5_000_000,
+                "at {} s",
+                f64::from(k) * 0.1
+            );
+        }
+        let mut free = Sim::new(5e6, 5.0, 1_000_000, 0.0, cfg());
+        let mut below = false;
+        for k in 1..=40 {
+            free.run_until(f64::from(k) * 0.1);
+            below |= free.cc.pacing_rate_bps() < 4_900_000;
+        }
+        assert!(below, "the estimating pacer dips below the line somewhere");
+    }
+
+    #[test]
+    fn peer_ack_delay_widens_the_window() {
+        let run = |delay_ms: u64| {
+            let c = CcConfig {
+                peer_ack_delay: Duration::from_millis(delay_ms),
+                ..cfg()
+            };
+            let mut sim = Sim::new(8e6, 5.0, 1_000_000, 0.0, c);
+            sim.run_until(3.0);
+            sim.cc.cwnd_bytes()
+        };
+        let (plain, held) = (run(0), run(200));
+        // 1 MB/s × 200 ms = 200 KB more.
+        assert!(
+            held > plain + 150_000 && held < plain + 260_000,
+            "{plain} {held}"
+        );
+    }
+
+    #[test]
     fn reset_keeps_the_estimate_and_reconverges() {
         let mut sim = Sim::new(40e6, 5.0, 1_000_000, 0.0, cfg());
         sim.run_until(3.0);
@@ -1476,7 +1532,7 @@ mod tests {
                 0..400,
             ),
         ) {
-            let mut cc = PathCc::new(CcConfig { initial_rate_bps: 0, min_rate_bps: 0, max_rate_bps: 0 }, Instant::ZERO);
+            let mut cc = PathCc::new(CcConfig { initial_rate_bps: 0, min_rate_bps: 0, max_rate_bps: 0, ..CcConfig::default() }, Instant::ZERO);
             let mut t = 0u64;
             let mut seq = 0u32;
             for (op, x, y, dt, len) in ops {

@@ -167,6 +167,32 @@ pub struct SerialSettings {
     /// True when `bps` was not configured: the daemon keeps it at the line's measured
     /// datagram rate (framing, escapes and compression included).
     pub auto_bps: bool,
+    /// What the frames carry: braid datagrams (a bonded path) or the TUN's IP packets as
+    /// they are, for a classic SLIP/CSLIP peer.
+    pub mode: SerialMode,
+}
+
+/// `mode` of a serial path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SerialMode {
+    /// `mode = "bond"` (default): each frame holds one braid datagram; the path bonds
+    /// with the others.
+    #[default]
+    Bond,
+    /// `mode = "raw-ip"`: each frame holds one IP packet of the TUN, no braid header, no
+    /// probes or acks: a classic single-line SLIP/CSLIP/SLIP6 peer (Linux `slattach`,
+    /// a router's SLIP port) is at the other end. The bond has exactly this one path.
+    RawIp,
+}
+
+impl SerialMode {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SerialMode::Bond => "bond",
+            SerialMode::RawIp => "raw-ip",
+        }
+    }
 }
 
 /// What carries a path's datagrams.
@@ -224,8 +250,57 @@ impl PathSettings {
 
     /// The core's view of the path.
     pub fn path_config(&self) -> PathConfig {
-        path_config(&self.name, self.bps, self.prio)
+        let mut c = path_config(&self.name, self.bps, self.prio);
+        if let Some(s) = self.serial() {
+            c.ack_delay = Some(serial_ack_delay(s.baud, s.mtu));
+            c.fixed_rate = true;
+        }
+        c
     }
+}
+
+/// How long a serial line's receiver holds its ack: four full frames' line time, at least
+/// 2 ms (the UDP default) and at most 500 ms. A 36-byte ack per data frame would take ~3 %
+/// of a line; one per four frames (or per [`braid_core`]'s 8 datagrams) about 0.7 %.
+pub fn serial_ack_delay(baud: u32, mtu: usize) -> Duration {
+    let frame_us = (mtu as u64 + 2) * 10 * 1_000_000 / u64::from(baud.max(1));
+    Duration::from_micros(2 * frame_us).clamp(Duration::from_millis(2), Duration::from_millis(500))
+}
+
+/// `[bond]` defaults for a bond with serial lines in bond mode, from the slowest one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SerialDefaults {
+    /// `probe_interval_ms`: a probe and its answer (about 36 line bytes) take 1 % of the
+    /// slowest line, `36000000 / baud` ms, within 100..=10000 ms.
+    pub probe_interval: Duration,
+    /// `reorder_max_ms`: 18 full frames' line time of the slowest line (the queue and two
+    /// frames more), within 200..=10000 ms. A packet on one line may arrive as much later
+    /// than the next one on another as the lines' queues differ; a shorter wait gives up
+    /// on packets that are only late and TCP retransmits them. Lost packets do not wait
+    /// this long: once every line has delivered a later one, a gap is given up.
+    pub reorder_max: Duration,
+    /// `queue_max_delay_ms`: 16 full frames' line time, within 100..=10000 ms: enough
+    /// for TCP's initial window and CUBIC's growth without drops.
+    pub queue_max_delay: Duration,
+}
+
+/// [`SerialDefaults`] for `paths`, or `None` without a serial path in bond mode.
+pub fn serial_defaults(paths: &[PathSettings]) -> Option<SerialDefaults> {
+    let lines = paths
+        .iter()
+        .filter_map(PathSettings::serial)
+        .filter(|s| s.mode == SerialMode::Bond);
+    let slowest_frame_us = lines
+        .clone()
+        .map(|s| (s.mtu as u64 + 2) * 10 * 1_000_000 / u64::from(s.baud.max(1)))
+        .max()?;
+    let min_baud = lines.map(|s| u64::from(s.baud.max(1))).min()?;
+    let ms = |x: u64, lo: u64| Duration::from_millis(x.clamp(lo, 10_000));
+    Some(SerialDefaults {
+        probe_interval: ms(36_000_000 / min_baud, 100),
+        reorder_max: ms(18 * slowest_frame_us / 1000, 200),
+        queue_max_delay: ms(16 * slowest_frame_us / 1000, 100),
+    })
 }
 
 /// The core's [`PathConfig`] for a path of that name, speed and priority.
@@ -239,6 +314,8 @@ pub fn path_config(name: &str, bps: u64, prio: i32) -> PathConfig {
         bps,
         prio,
         cc,
+        ack_delay: None,
+        fixed_rate: false,
     }
 }
 
@@ -371,6 +448,7 @@ struct RawPath {
     device: Option<S<String>>,
     baud: Option<S<i64>>,
     framing: Option<S<String>>,
+    mode: Option<S<String>>,
     mtu: Option<S<i64>>,
     local: Option<S<String>>,
     remote: Option<S<String>>,
@@ -593,7 +671,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         "active-backup",
     )?;
 
-    let health = HealthConfig {
+    let mut health = HealthConfig {
         probe_interval: ms(
             &b.probe_interval_ms,
             "bond.probe_interval_ms",
@@ -604,8 +682,8 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         down_after: u32::try_from(int(&b.down_after, "bond.down_after", 1, 1000, 3)?).unwrap_or(3),
         up_after: u32::try_from(int(&b.up_after, "bond.up_after", 1, 1000, 2)?).unwrap_or(2),
     };
-    let reorder_max = ms(&b.reorder_max_ms, "bond.reorder_max_ms", 0, 10_000, 200)?;
-    let queue_max_delay = ms(
+    let mut reorder_max = ms(&b.reorder_max_ms, "bond.reorder_max_ms", 0, 10_000, 200)?;
+    let mut queue_max_delay = ms(
         &b.queue_max_delay_ms,
         "bond.queue_max_delay_ms",
         1,
@@ -620,6 +698,8 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
     let mut names = HashSet::new();
     let mut locals = HashSet::new();
     let mut devices = HashSet::new();
+    let path_modes: Vec<Option<S<String>>> =
+        raw.path.iter().map(|p| p.get_ref().mode.clone()).collect();
     for (i, p) in raw.path.into_iter().enumerate() {
         let span = p.span();
         let p = p.into_inner();
@@ -643,7 +723,11 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         let kind = p.kind.as_ref().map_or("udp", |k| k.get_ref().as_str());
         let transport = match kind {
             "udp" => {
-                for (v, k) in [(&p.device, "device"), (&p.framing, "framing")] {
+                for (v, k) in [
+                    (&p.device, "device"),
+                    (&p.framing, "framing"),
+                    (&p.mode, "mode"),
+                ] {
                     if let Some(v) = v {
                         return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
                     }
@@ -698,6 +782,43 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
             prio,
             emulate,
         });
+    }
+
+    if let Some((i, m)) = path_modes.iter().enumerate().find_map(|(i, m)| {
+        m.as_ref()
+            .filter(|m| m.get_ref() == "raw-ip")
+            .map(|m| (i, m))
+    }) {
+        if paths.len() != 1 {
+            return Err(at(
+                m,
+                format!(
+                    "path[{i}].mode: \"raw-ip\" puts the TUN's packets on this one line without braid's header (for a classic SLIP/CSLIP peer), so it must be the bond's only path; this file has {} paths",
+                    paths.len()
+                ),
+            ));
+        }
+        if b.encryption.as_ref().map(|e| e.get_ref().as_str()) != Some("none") {
+            return Err(at(
+                m,
+                format!(
+                    "path[{i}].mode: \"raw-ip\" sends plain IP packets (a classic SLIP peer cannot open sealed datagrams): set bond.encryption = \"none\" and no keys"
+                ),
+            ));
+        }
+    }
+
+    // Serial lines: defaults that scale with the slowest line (keys given win).
+    if let Some(d) = serial_defaults(&paths) {
+        if b.probe_interval_ms.is_none() {
+            health.probe_interval = d.probe_interval;
+        }
+        if b.reorder_max_ms.is_none() {
+            reorder_max = d.reorder_max;
+        }
+        if b.queue_max_delay_ms.is_none() {
+            queue_max_delay = d.queue_max_delay;
+        }
     }
 
     let scheduler = match sched_name {
@@ -905,10 +1026,50 @@ fn serial_path(
             .parse::<Framing>()
             .map_err(|e| at(f, format!("{}: {e}", key("framing"))))?,
     };
-    let datagram = bond_mtu + DATA_HEADER_LEN;
+    let mode = match &p.mode {
+        None => SerialMode::Bond,
+        Some(m) => match m.get_ref().as_str() {
+            "bond" => SerialMode::Bond,
+            "raw-ip" => SerialMode::RawIp,
+            other => {
+                return Err(at(
+                    m,
+                    format!(
+                        "{}: unknown mode {other:?} (\"bond\" or \"raw-ip\")",
+                        key("mode")
+                    ),
+                ))
+            }
+        },
+    };
+    if mode == SerialMode::RawIp {
+        if let Some(b) = &p.bps {
+            return Err(at(
+                b,
+                format!(
+                    "{}: not used with mode = \"raw-ip\" (the line is paced at its baud)",
+                    key("bps")
+                ),
+            ));
+        }
+    }
+    // In raw-ip mode a frame is the TUN's packet alone.
+    let datagram = match mode {
+        SerialMode::Bond => bond_mtu + DATA_HEADER_LEN,
+        SerialMode::RawIp => bond_mtu,
+    };
     let mtu = int(&p.mtu, &key("mtu"), 0, 65_535, 0)?.unsigned_abs();
     let mtu = usize::try_from(mtu).unwrap_or(0);
     if let Some(m) = &p.mtu {
+        if mode == SerialMode::RawIp && mtu < datagram {
+            return Err(at(
+                m,
+                format!(
+                    "{}: {mtu} is smaller than bond.mtu = {datagram}; braid does not fragment, lower bond.mtu instead",
+                    key("mtu")
+                ),
+            ));
+        }
         if mtu < datagram {
             return Err(at(
                 m,
@@ -925,6 +1086,7 @@ fn serial_path(
         framing,
         mtu: if p.mtu.is_some() { mtu } else { datagram },
         auto_bps: p.bps.as_ref().is_none_or(|b| *b.get_ref() == 0),
+        mode,
     })
 }
 

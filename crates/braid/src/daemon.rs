@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use braid_core::bond::{Bond, Event};
 use braid_core::emu::{EmuConfig, Emulator};
-use braid_core::wire::DATA_HEADER_LEN;
+use braid_core::wire::{MessageType, DATA_HEADER_LEN};
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
@@ -170,6 +170,11 @@ impl PathIo {
     }
 
     /// The UDP side, if it is a UDP path.
+    /// True for a serial path in `mode = "raw-ip"` (then it is the bond's only path).
+    pub fn is_raw_ip(&self) -> bool {
+        matches!(&self.carrier, Carrier::Serial(s) if s.is_raw_ip())
+    }
+
     pub fn udp_io(&self) -> Option<&UdpIo> {
         match &self.carrier {
             Carrier::Udp(u) => Some(u),
@@ -310,6 +315,11 @@ pub struct Daemon {
     open_buf: Vec<u8>,
     pollfds: Vec<libc::pollfd>,
     tun_write_errors: u64,
+    /// `raw-ip`: the one path is a serial line carrying the TUN's packets as they are; the
+    /// bond is bypassed (nothing of it goes on the line).
+    raw_ip: bool,
+    /// `raw-ip`: frames from the line that were not IPv4/IPv6 packets.
+    rx_not_ip: u64,
 }
 
 /// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down.
@@ -395,6 +405,7 @@ impl Daemon {
             }
             paths.push(io);
         }
+        let raw_ip = paths.len() == 1 && paths.iter().all(PathIo::is_raw_ip);
         let control = ControlServer::bind(control_path)?;
         let bufsize = b.core.mtu + DATA_HEADER_LEN + 64;
         let sealer = Sealer::new(cfg, now);
@@ -421,6 +432,8 @@ impl Daemon {
             open_buf: Vec::with_capacity(MAX_DATAGRAM),
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             tun_write_errors: 0,
+            raw_ip,
+            rx_not_ip: 0,
         };
         dlog!(
             now,
@@ -540,6 +553,23 @@ impl Daemon {
     }
 
     fn read_tun(&mut self, now: Instant) {
+        if self.raw_ip {
+            // The TUN's packets go to the line as they are.
+            for _ in 0..BATCH {
+                let Ok(n) = self.tun.read(&mut self.tun_buf) else {
+                    break;
+                };
+                let (Some(pkt), Some(p)) = (self.tun_buf.get(..n), self.paths.first_mut()) else {
+                    continue;
+                };
+                if let Carrier::Serial(s) = &mut p.carrier {
+                    if n > 0 && !s.send(pkt) {
+                        p.counters.send_would_block += 1;
+                    }
+                }
+            }
+            return;
+        }
         for _ in 0..BATCH {
             match self.tun.read(&mut self.tun_buf) {
                 Ok(n) => match self.tun_buf.get(..n) {
@@ -558,6 +588,23 @@ impl Daemon {
         let (bond, sealer) = (&mut self.bond, &mut self.sealer);
         let id = p.id;
         if let Carrier::Serial(s) = &mut p.carrier {
+            if s.is_raw_ip() {
+                // IP packets from a classic SLIP peer: straight to the TUN.
+                let (tun, tun_errors, not_ip) =
+                    (&self.tun, &mut self.tun_write_errors, &mut self.rx_not_ip);
+                let r = s.read(&mut self.rx_buf, BATCH, &mut |pkt| {
+                    if !matches!(pkt.first().map(|b| b >> 4), Some(4 | 6)) {
+                        *not_ip += 1;
+                    } else if tun.write(pkt).is_err() {
+                        *tun_errors += 1;
+                    }
+                });
+                if let Err(e) = r {
+                    p.counters.recv_errors += 1;
+                    p.fail(now, e.to_string());
+                }
+                return;
+            }
             // A line has no addresses: its peer is whoever is at the other end.
             let scratch = &mut self.open_buf;
             let mut replies: Vec<Vec<u8>> = Vec::new();
@@ -572,7 +619,7 @@ impl Daemon {
                 }
             });
             for r in &replies {
-                s.send(r);
+                s.send_as(r, true);
             }
             if let Err(e) = r {
                 p.counters.recv_errors += 1;
@@ -655,6 +702,10 @@ impl Daemon {
                 continue;
             };
             let p = &mut self.paths[i];
+            if self.raw_ip {
+                // No braid datagram (probe, ack) goes on a raw-ip line.
+                continue;
+            }
             if let Some(emu) = &mut p.emu {
                 if !emu.push(now, data) {
                     p.counters.emu_dropped += 1;
@@ -718,6 +769,8 @@ impl Daemon {
             interface,
             address,
             tun_write_errors,
+            raw_ip,
+            rx_not_ip,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
@@ -733,6 +786,9 @@ impl Daemon {
                         address,
                         *tun_write_errors,
                     );
+                    if *raw_ip {
+                        raw_ip_status(&mut v, paths, *rx_not_ip);
+                    }
                     if v.get("status").is_some() && v.get("io").is_some() {
                         v["encryption"] = sealer.status_json(now);
                     }
@@ -746,9 +802,35 @@ impl Daemon {
     }
 }
 
+/// `raw-ip`: the bond never hears from the line (no probes), so its view of the path is
+/// replaced by the line's: up while the tty is open, and the line's frame counters.
+fn raw_ip_status(v: &mut Value, paths: &[PathIo], rx_not_ip: u64) {
+    let Some(st) = v.get_mut("status") else {
+        return;
+    };
+    st["mode"] = "raw-ip".into();
+    st["rx_not_ip"] = rx_not_ip.into();
+    let Some(ps) = st.get_mut("paths").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for (ps, p) in ps.iter_mut().zip(paths) {
+        if let Carrier::Serial(s) = &p.carrier {
+            ps["state"] = if s.is_open() { "up" } else { "down" }.into();
+            ps["mode"] = "raw-ip".into();
+            ps["tx_packets"] = s.counters.tx_frames.into();
+            ps["rx_packets"] = s.counters.rx_frames.into();
+        }
+    }
+}
+
 /// Seal one datagram of the bond and send it on a path (a serial path queues it for its
 /// paced writer).
 fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data: &[u8]) {
+    // Told apart before sealing: a serial line sends control messages ahead of its data.
+    let control = !matches!(
+        data.get(1).copied().map(MessageType::try_from),
+        Some(Ok(MessageType::Data | MessageType::PinnedData))
+    );
     let Some(sealed) = sealer.outgoing(now, data) else {
         return;
     };
@@ -758,7 +840,7 @@ fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data
             send_raw(bond, now, p, to, sealed);
         }
         Carrier::Serial(s) => {
-            if !s.send(sealed) {
+            if !s.send_as(sealed, control) {
                 p.counters.send_would_block += 1;
             }
         }
@@ -772,7 +854,8 @@ fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, to: SocketAddr, data:
     let sock = match &mut p.carrier {
         Carrier::Udp(u) => u.sock.as_ref(),
         Carrier::Serial(s) => {
-            if !s.send(data) {
+            // Handshake messages: small, ahead of data.
+            if !s.send_as(data, true) {
                 p.counters.send_would_block += 1;
             }
             return;
@@ -826,6 +909,10 @@ fn handle_request(
                 "tun_write_errors": tun_write_errors,
             })
         }
+        Request::Enslave { .. } if paths.iter().any(PathIo::is_raw_ip) => control::error(
+            "this bond's serial path is in mode = \"raw-ip\": it has exactly that one path"
+                .to_string(),
+        ),
         Request::Enslave {
             name,
             local,

@@ -40,6 +40,8 @@ pub(crate) struct RxState {
     pub(crate) highest_at: Instant,
     pub(crate) unacked: u32,
     pub(crate) first_unacked: Option<Instant>,
+    /// The path's ack delay (`PathConfig::ack_delay`).
+    pub(crate) ack_delay: Duration,
 }
 
 impl RxState {
@@ -63,7 +65,7 @@ impl RxState {
         if self.unacked >= ACK_EVERY {
             Some(first)
         } else {
-            Some(first + ACK_DELAY)
+            Some(first + self.ack_delay)
         }
     }
 
@@ -116,6 +118,13 @@ impl Link {
             // never pace above it, whatever a bursty link makes the estimator read.
             cc_cfg.initial_rate_bps = cfg.bps;
             cc_cfg.max_rate_bps = cfg.bps;
+            if cfg.fixed_rate {
+                cc_cfg.min_rate_bps = cfg.bps;
+            }
+        }
+        let ack_delay = cfg.ack_delay.unwrap_or(ACK_DELAY);
+        if cfg.ack_delay.is_some() {
+            cc_cfg.peer_ack_delay = ack_delay;
         }
         Self {
             id,
@@ -127,7 +136,10 @@ impl Link {
             next_path_seq: 0,
             probe_out: None,
             probe_ack_out: None,
-            rx: RxState::default(),
+            rx: RxState {
+                ack_delay,
+                ..RxState::default()
+            },
             rx_max_seq: None,
             owd: OwdTrack::default(),
             base: BaseDelay::default(),
@@ -157,7 +169,9 @@ impl Link {
     /// the smoothed RTT plus the receiver's ack delay and some slack.
     fn stall_timeout(&self) -> Duration {
         let srtt = self.srtt().unwrap_or(Duration::from_millis(100));
-        srtt * 2 + ACK_DELAY + STALL_SLACK
+        // The peer's ack delay is taken to be this end's: both ends of a serial line
+        // derive it from the same baud and MTU, UDP paths use ACK_DELAY on both.
+        srtt * 2 + self.rx.ack_delay + STALL_SLACK
     }
 
     /// Data is in flight and nothing has been acknowledged for [`Self::stall_timeout`]:
@@ -295,5 +309,49 @@ impl Link {
             rx_bytes: self.rx.bytes,
             downs: self.downs,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ack_waits_for_the_paths_delay_or_eight_datagrams() {
+        let t0 = Instant::from_millis(1000);
+        let mut rx = RxState {
+            ack_delay: Duration::from_millis(250),
+            ..RxState::default()
+        };
+        assert_eq!(rx.ack_due(), None);
+        rx.on_data(t0, 1, 5, 100);
+        assert_eq!(rx.ack_due(), Some(t0 + Duration::from_millis(250)));
+        for k in 2..=ACK_EVERY {
+            rx.on_data(t0 + Duration::from_millis(u64::from(k)), k, 5, 100);
+        }
+        assert_eq!(rx.ack_due(), Some(t0), "eight datagrams: at once");
+        let a = rx.take_ack(t0 + Duration::from_millis(10)).unwrap();
+        assert_eq!(a.highest_path_seq, ACK_EVERY);
+        assert_eq!(rx.ack_due(), None);
+        // A path built without a delay uses the UDP default.
+        let l = Link::new(
+            PathId(0),
+            PathConfig::default(),
+            HealthConfig::default(),
+            t0,
+        );
+        assert_eq!(l.rx.ack_delay, ACK_DELAY);
+        let l = Link::new(
+            PathId(0),
+            PathConfig {
+                ack_delay: Some(Duration::from_millis(300)),
+                ..PathConfig::default()
+            },
+            HealthConfig::default(),
+            t0,
+        );
+        assert_eq!(l.rx.ack_delay, Duration::from_millis(300));
+        // The stall timeout allows for it.
+        assert!(l.stall_timeout() >= Duration::from_millis(300));
     }
 }

@@ -98,6 +98,14 @@ pub struct PathConfig {
     pub prio: i32,
     /// Congestion control.
     pub cc: CcConfig,
+    /// How long the receiver may hold an ack after the first unacknowledged data
+    /// datagram (`None`: 2 ms). Slow serial lines use a few frame times, so acks take a
+    /// small share of the line.
+    pub ack_delay: Option<Duration>,
+    /// The path's rate is known, not estimated (a serial line: `bps` is what the line
+    /// carries): pace at `bps`, never below, whatever the bandwidth estimate says; the
+    /// congestion controller still bounds what is in flight.
+    pub fixed_rate: bool,
 }
 
 /// Why a bond operation failed.
@@ -215,7 +223,11 @@ impl Bond {
     pub fn set_path_bps(&mut self, id: PathId, bps: u64) -> Result<(), BondError> {
         let i = self.index(id).ok_or(BondError::NoSuchPath)?;
         self.links[i].cfg.bps = bps;
-        self.links[i].cc.set_max_rate_bps(bps);
+        if self.links[i].cfg.fixed_rate && bps > 0 {
+            self.links[i].cc.set_fixed_rate_bps(bps);
+        } else {
+            self.links[i].cc.set_max_rate_bps(bps);
+        }
         Ok(())
     }
 

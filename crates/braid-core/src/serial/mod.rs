@@ -12,6 +12,7 @@
 //! `docs/serial.md` for the byte layouts.
 
 pub mod cslip;
+pub mod short;
 pub mod slip;
 pub mod slip6;
 

@@ -838,6 +838,95 @@ fn serial_path_errors() {
     );
 }
 
+#[test]
+fn serial_lines_scale_the_bond_defaults() {
+    let c = parse(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\n",
+    ))
+    .unwrap();
+    // 1422 bytes at 11520 bytes/s: 123.4 ms a frame.
+    assert_eq!(
+        c.bond.core.health.probe_interval,
+        Duration::from_millis(312)
+    );
+    assert_eq!(c.bond.core.reorder_max, Duration::from_millis(2221));
+    assert_eq!(c.bond.core.queue_max_delay, Duration::from_millis(1974));
+    // Keys given win; the slowest line counts; raw-ip and UDP bonds keep the defaults.
+    let two = "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\nprobe_interval_ms = 150\n\
+               [[path]]\nname = \"s0\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\n\
+               [[path]]\nname = \"s1\"\nkind = \"serial\"\ndevice = \"/dev/ttyS1\"\nbaud = 9600\n";
+    let c = parse(two).unwrap();
+    assert_eq!(
+        c.bond.core.health.probe_interval,
+        Duration::from_millis(150)
+    );
+    assert_eq!(c.bond.core.reorder_max, Duration::from_millis(10_000));
+    let d = serial_defaults(&c.paths).unwrap();
+    assert_eq!(d.probe_interval, Duration::from_millis(3750));
+    let raw = parse(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\nmode = \"raw-ip\"\n",
+    ))
+    .unwrap();
+    assert_eq!(serial_defaults(&raw.paths), None);
+    assert_eq!(raw.bond.core.reorder_max, Duration::from_millis(200));
+}
+
+#[test]
+fn serial_raw_ip_mode() {
+    let raw = "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 57600\nframing = \"cslip\"\nmode = \"raw-ip\"\n";
+    let c = parse(&serial_cfg(raw)).unwrap();
+    let s = c.paths[0].serial().unwrap();
+    assert_eq!(s.mode, SerialMode::RawIp);
+    // No braid header on the line: the line's MTU is the TUN's.
+    assert_eq!(s.mtu, 1400);
+    let c = parse(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 57600\nmode = \"bond\"\n",
+    ))
+    .unwrap();
+    assert_eq!(c.paths[0].serial().unwrap().mode, SerialMode::Bond);
+    assert_eq!(c.paths[0].serial().unwrap().mtu, 1420);
+
+    let e = err(&serial_cfg(
+        "kind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 57600\nmode = \"ppp\"\n",
+    ));
+    assert_eq!(
+        e,
+        "t.toml:9:8: path[0].mode: unknown mode \"ppp\" (\"bond\" or \"raw-ip\")"
+    );
+    let e = err(&serial_cfg(
+        "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nmode = \"raw-ip\"\n",
+    ));
+    assert_eq!(e, "t.toml:8:8: path[0].mode: only for kind = \"serial\"");
+    // Exactly one path.
+    let two = format!(
+        "{}[[path]]\nname = \"s1\"\nkind = \"serial\"\ndevice = \"/dev/ttyS1\"\nbaud = 9600\n",
+        serial_cfg(raw)
+    );
+    let e = err(&two);
+    assert!(
+        e.starts_with(
+            "t.toml:10:8: path[0].mode: \"raw-ip\" puts the TUN's packets on this one line"
+        ) && e.ends_with("this file has 2 paths"),
+        "{e}"
+    );
+    // Plain packets only: no keys.
+    let keyed = format!(
+        "[bond]\naddress = \"10.0.0.1/30\"\nprivate_key = \"{KEY_A}\"\npeer_public_key = \"{PUB_B}\"\n[[path]]\nname = \"s0\"\n{raw}"
+    );
+    let e = err(&keyed);
+    assert!(e.contains("set bond.encryption = \"none\""), "{e}");
+    let e = err(&serial_cfg(&format!("{raw}bps = 40000\n")));
+    assert!(
+        e.contains("path[0].bps: not used with mode = \"raw-ip\""),
+        "{e}"
+    );
+    let e = err(&serial_cfg(&format!("{raw}mtu = 296\n")));
+    assert!(
+        e.contains("path[0].mtu: 296 is smaller than bond.mtu = 1400"),
+        "{e}"
+    );
+}
+
 // ---- [bond] keys and encryption ----
 
 const KEY_A: &str = "4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY=";

@@ -139,6 +139,8 @@ pub struct Table {
     /// and RFC 1144 compresses no TCP option, so with Linux's default timestamps every
     /// segment would cross a CSLIP line uncompressed.
     pub tcp_timestamps: bool,
+    /// The line in `mode = "raw-ip"` (plain CSLIP of IP packets, no bond).
+    pub raw_ip: bool,
 }
 
 /// The names `braid lab` knows, with a description.
@@ -162,6 +164,10 @@ pub const TABLES: &[(&str, &str)] = &[
     (
         "cslip-115200",
         "one CSLIP line at 115200 bd, bond MTU 1400: the 76%-of-baud target",
+    ),
+    (
+        "cslip-115200-raw",
+        "as cslip-115200 with both ends in mode = \"raw-ip\" (plain CSLIP, no braid header, no bond)",
     ),
     (
         "cslip-115200-ts",
@@ -222,7 +228,7 @@ pub fn load(name: &str) -> Option<Table> {
             }
             (Kind::Slip, rows)
         }
-        "cslip-115200" | "cslip-115200-ts" => (
+        "cslip-115200" | "cslip-115200-ts" | "cslip-115200-raw" => (
             Kind::Slip,
             vec![Row {
                 lines: 1,
@@ -238,8 +244,13 @@ pub fn load(name: &str) -> Option<Table> {
         description,
         kind,
         rows,
-        scheduler: "eql",
+        scheduler: if std::env::var("BRAID_LAB_SCHED").as_deref() == Ok("adaptive") {
+            "adaptive"
+        } else {
+            "eql"
+        },
         tcp_timestamps: name.ends_with("-ts"),
+        raw_ip: name.ends_with("-raw"),
     })
 }
 
@@ -279,15 +290,16 @@ impl RowResult {
 }
 
 /// `[bond]` keys for lines of `baud` carrying packets of `mtu`: probes take at most ~1%
-/// of a line (36 line bytes per interval), braid's queue and reorder wait hold a few
-/// packet times (at 9600 bd a 900-byte packet takes almost a second). The lines are the
+/// of a line (36 line bytes per interval), braid's queue holds 16 packet times (TCP's
+/// initial window and CUBIC's growth) and the reorder wait 18 (the queue and two more: a
+/// packet on one line may be that late against the next one on another). The lines are the
 /// lab's own, trusted: `encryption = "none"`, so CSLIP can compress the inner headers (a
 /// sealed datagram is opaque to it).
 pub fn bond_keys(baud: u32, mtu: u32) -> String {
     let packet_ms = u64::from(mtu + 22) * 10 * 1000 / u64::from(baud.max(1));
     let probe = (36_000_000 / u64::from(baud.max(1))).clamp(100, 10_000);
-    let queue = (6 * packet_ms).clamp(100, 10_000);
-    let reorder = (3 * packet_ms).clamp(200, 10_000);
+    let queue = (16 * packet_ms).clamp(100, 10_000);
+    let reorder = (18 * packet_ms).clamp(200, 10_000);
     format!(
         "encryption = \"none\"\nprobe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n"
     )
@@ -306,6 +318,9 @@ fn row_scenario(t: &Table, r: &Row) -> Result<Scenario> {
             "[[path]]\nname = \"s{i}\"\nkind = \"serial\"\nbaud = {}\nframing = \"{}\"\n",
             r.baud, r.framing
         ));
+        if t.raw_ip {
+            text.push_str("mode = \"raw-ip\"\n");
+        }
     }
     text.push_str("[[test]]\n");
     Scenario::parse(&text)
@@ -350,7 +365,22 @@ pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let mss = r.mtu.checked_sub(40).filter(|&m| m >= 88 && r.mtu < 1400);
     let tr = serial::tcp_transfer(&topo, dst, 5301, bytes, mss, Duration::from_secs(60))
         .with_context(|| format!("{} x {} bd {} mtu {}", r.lines, r.baud, r.framing, r.mtu))?;
+    if let Ok(path) = std::env::var("BRAID_LAB_DUMP") {
+        let v = serde_json::json!({"a": d.status_a()?, "b": d.status_b()?});
+        let _ = std::fs::write(
+            format!("{path}-{}x{}-{}", r.lines, r.baud, r.mtu),
+            v.to_string(),
+        );
+    }
     drop(d);
+    if let Ok(path) = std::env::var("BRAID_LAB_DUMP") {
+        for side in ["a", "b"] {
+            let _ = std::fs::copy(
+                topo.file(&format!("row-{side}.log")),
+                format!("{path}-{side}.log"),
+            );
+        }
+    }
     if let Some(e) = lines.relay_error() {
         bail!("a line's relay stopped: {e}");
     }
@@ -383,6 +413,11 @@ pub fn run(t: &Table, braid: &Path) -> Result<Vec<RowResult>> {
     let mut out: Vec<RowResult> = Vec::new();
     for r in &t.rows {
         netns::check_interrupted()?;
+        if let Ok(b) = std::env::var("BRAID_LAB_BAUD") {
+            if b != r.baud.to_string() {
+                continue;
+            }
+        }
         let res = run_row(t, r, braid)?;
         match t.kind {
             Kind::Bentson => {
@@ -493,7 +528,7 @@ mod tests {
     fn bond_keys_scale_with_the_line() {
         assert_eq!(
             bond_keys(115_200, 1400),
-            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 738\nreorder_max_ms = 369\n"
+            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 1968\nreorder_max_ms = 2214\n"
         );
         assert_eq!(
             bond_keys(2400, 1400),
