@@ -20,7 +20,8 @@
 //!   keywords may be abbreviated as tc allows (`pr`, `q`, `b`, `cb`). `parent M:` or
 //!   `root` (or no parent) makes a top-level class. `prio` above 7 is capped at 7 as the
 //!   kernel does (with a note). `mtu`, `mpu`, `overhead`, `linklayer` and burst cell
-//!   sizes (`burst 15k/8`) are accepted and ignored with a note.
+//!   sizes (`burst 15k/8`) are accepted and ignored with a note. `burst 0` / `cburst 0`
+//!   mean the default, as in tc.
 //! - `filter add dev D parent M: [protocol ip|ipv6|all] [prio N] u32 [match ...]...
 //!   flowid|classid C`, with `match ip src|dst PREFIX`, `match ip sport|dport N MASK`,
 //!   `match ip protocol N 0xff`, `match ip tos|dsfield|precedence V M`, and for IPv6
@@ -680,9 +681,9 @@ impl Reader {
                 let q = num(v, 10, "quantum", u32::MAX)?;
                 spec.quantum = (q != 0).then_some(q);
             } else if matches(a, "burst") || a == "buffer" || a == "maxburst" {
-                spec.burst = Some(self.size_cell(val()?, a, id)?);
+                spec.burst = self.burst(val()?, a, id)?;
             } else if matches(a, "cburst") || a == "cbuffer" || a == "cmaxburst" {
-                spec.cburst = Some(self.size_cell(val()?, a, id)?);
+                spec.cburst = self.burst(val()?, a, id)?;
             } else if a == "ceil" || a == "rate" {
                 let v = val()?;
                 let slot = if a == "ceil" { &mut ceil } else { &mut rate };
@@ -728,6 +729,19 @@ impl Reader {
                 Ok(())
             }
         }
+    }
+
+    /// A `burst`/`cburst` value. Zero means the default, as in tc (`q_htb.c`: `if
+    /// (!buffer) buffer = rate / hz + mtu`), so it is read as unset.
+    fn burst(&mut self, v: &str, what: &str, id: ClassId) -> R<Option<u32>> {
+        let bytes = self.size_cell(v, what, id)?;
+        if bytes == 0 {
+            self.note(format_args!(
+                "class {id}: `{what} {v}` means the default burst, as in tc"
+            ));
+            return Ok(None);
+        }
+        Ok(Some(bytes))
     }
 
     fn size_cell(&mut self, v: &str, what: &str, id: ClassId) -> R<u32> {
@@ -1278,6 +1292,29 @@ pub fn to_toml(spec: &ShapeSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `burst 0` / `cburst 0` mean the default in tc, and must not reach the spec as 0:
+    /// the config reader refuses a zero burst, so `braid tc-import` printed TOML that
+    /// `braid check` refused (found by the `tc` fuzz target).
+    #[test]
+    fn zero_burst_means_default() {
+        let s = parse_script(
+            "tc qdisc add dev d0 root handle 1: htb default 10\n\
+             tc class add dev d0 parent 1: classid 1:10 htb rate 1mbit burst 0 cburst 0b/8\n",
+        )
+        .unwrap();
+        let c = &s.spec.classes[0];
+        assert_eq!((c.burst, c.cburst), (None, None));
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains("`burst 0` means the default")),
+            "{:?}",
+            s.notes
+        );
+        let toml = to_toml(&s.spec);
+        assert!(!toml.contains("burst"), "{toml}");
+    }
 
     /// The seed's script, verbatim (`../shared/seeds/001_09f55539d7d6ed37.txt`).
     const SEED: &str = r"#clear queuing discipline

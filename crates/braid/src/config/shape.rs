@@ -61,6 +61,28 @@ struct RawFilter {
     class: Option<S<String>>,
 }
 
+/// Longest tc script read (`shape.script`); real ones are a few kilobytes.
+const SCRIPT_MAX: u64 = 1 << 20;
+
+/// Read a tc script: a regular file of at most [`SCRIPT_MAX`] bytes, so that a path such
+/// as `/dev/zero` or a fifo is refused instead of reading without end.
+fn read_script(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut text = String::new();
+    file.take(SCRIPT_MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > SCRIPT_MAX {
+        return Err(format!("longer than {SCRIPT_MAX} bytes"));
+    }
+    Ok(text)
+}
+
 /// Validate `[shape]`; `base` is the config file's directory (for a relative `script`).
 pub(super) fn validate(raw: S<RawShape>, base: &Path) -> VResult<ShapeSettings> {
     let span = raw.span();
@@ -91,7 +113,7 @@ pub(super) fn validate(raw: S<RawShape>, base: &Path) -> VResult<ShapeSettings> 
             ));
         }
         let path = base.join(script.get_ref());
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let text = read_script(&path).map_err(|e| {
             at(
                 script,
                 format!("shape.script: cannot read {}: {e}", path.display()),

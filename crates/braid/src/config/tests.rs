@@ -742,6 +742,32 @@ fn shape_script_relative_to_the_config_file() {
     assert!(e.contains("shape.script: cannot read /etc/nope.tc"), "{e}");
 }
 
+#[test]
+fn shape_script_must_be_a_bounded_regular_file() {
+    // A device would be read without end (found while writing the config fuzz target).
+    let dev = "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n[shape]\nscript = \"/dev/zero\"\n";
+    let e = Config::parse(dev, "/etc/braid.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("shape.script: cannot read /dev/zero: not a regular file"),
+        "{e}"
+    );
+    let dir = std::env::temp_dir().join(format!("braid-bigscript-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.tc");
+    std::fs::write(&big, "#".repeat((1 << 20) + 1)).unwrap();
+    let text = format!(
+        "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n[shape]\nscript = {:?}\n",
+        big.display().to_string()
+    );
+    let e = Config::parse(&text, "/etc/braid.toml")
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(e.contains("longer than 1048576 bytes"), "{e}");
+}
+
 fn serial_cfg(path: &str) -> String {
     format!(
         "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\n[[path]]\nname = \"s0\"\n{path}"
