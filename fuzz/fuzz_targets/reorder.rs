@@ -9,7 +9,10 @@
 //! - packets are delivered in increasing sequence order, except those the buffer
 //!   reported as `Late` (their gap had been given up), which come out of order once;
 //! - nothing is lost silently: accepted = delivered + counted drops + still held;
-//! - `poll_timeout` is honest: at or after it, `poll` delivers something;
+//! - a packet inserted with a hold (delay equalisation) never comes out before its
+//!   release time, unless it was `Late`;
+//! - `poll_timeout` is honest: at or after it, `poll` delivers something, or (a gap given
+//!   up in front of a held packet) the next timeout is later;
 //! - at the end, with the clock far ahead, everything held comes out.
 #![no_main]
 
@@ -27,6 +30,14 @@ enum Op {
     Insert {
         offset: i16,
         deadline_ms: u16,
+        len: u8,
+    },
+    /// Insert `base + offset`, not to come out before `hold_ms` from now (delay
+    /// equalisation).
+    InsertHeld {
+        offset: i16,
+        deadline_ms: u16,
+        hold_ms: u8,
         len: u8,
     },
     /// Insert any sequence number (resyncs, stragglers, wrap-around).
@@ -57,6 +68,8 @@ struct Pending {
     data: Vec<u8>,
     epoch: u64,
     late: bool,
+    /// Not to be delivered before this (unless late).
+    release: Instant,
 }
 
 struct Model {
@@ -80,13 +93,18 @@ fn ahead(a: u64, b: u64) -> bool {
 }
 
 impl Model {
-    fn insert(&mut self, seq: u64, deadline_ms: u16, len: u8) {
+    fn insert(&mut self, seq: u64, deadline_ms: u16, hold_ms: u8, len: u8) {
         self.tag = self.tag.wrapping_add(1);
         let mut data = seq.to_le_bytes().to_vec();
         data.push(self.tag);
         data.resize(9 + usize::from(len % 48), self.tag);
         let deadline = Duration::from_millis(u64::from(deadline_ms));
-        let r = self.rb.insert(self.now, seq, deadline, &data);
+        let release = self.now + Duration::from_millis(u64::from(hold_ms));
+        let r = if hold_ms == 0 {
+            self.rb.insert(self.now, seq, deadline, &data)
+        } else {
+            self.rb.insert_held(self.now, seq, deadline, release, &data)
+        };
         let epoch = self.rb.stats().resyncs;
         match r {
             Inserted::Duplicate => {}
@@ -101,6 +119,7 @@ impl Model {
                     data,
                     epoch,
                     late: r == Inserted::Late,
+                    release,
                 });
             }
         }
@@ -127,6 +146,12 @@ impl Model {
             "seq {seq} delivered twice"
         );
         if !c.late {
+            assert!(
+                self.now >= c.release,
+                "seq {seq} delivered at {:?}, held until {:?}",
+                self.now,
+                c.release
+            );
             if let Some(&last) = self.last_in_order.get(&c.epoch) {
                 assert!(ahead(seq, last), "seq {seq} delivered after {last}");
             }
@@ -163,15 +188,25 @@ fuzz_target!(|input: Input| {
                 offset,
                 deadline_ms,
                 len,
-            } => m.insert(base.wrapping_add(offset as i64 as u64), deadline_ms, len),
-            Op::InsertAny { seq, deadline_ms } => m.insert(seq, deadline_ms, 0),
+            } => m.insert(base.wrapping_add(offset as i64 as u64), deadline_ms, 0, len),
+            Op::InsertHeld {
+                offset,
+                deadline_ms,
+                hold_ms,
+                len,
+            } => m.insert(base.wrapping_add(offset as i64 as u64), deadline_ms, hold_ms, len),
+            Op::InsertAny { seq, deadline_ms } => m.insert(seq, deadline_ms, 0, 0),
             Op::Advance { micros } => m.now = m.now + Duration::from_micros(u64::from(micros)),
             Op::ToTimeout => {
                 if let Some(t) = m.rb.poll_timeout() {
                     if t > m.now {
                         m.now = t;
                     }
-                    assert!(m.poll(), "nothing to poll at poll_timeout {t:?}");
+                    // At poll_timeout something happens: a packet comes out, or (a gap
+                    // given up in front of a held packet) the timeout moves later.
+                    let progressed =
+                        m.poll() || m.rb.poll_timeout().is_none_or(|t2| t2 > t);
+                    assert!(progressed, "nothing happened at poll_timeout {t:?}");
                 }
             }
             Op::Poll { n } => {
