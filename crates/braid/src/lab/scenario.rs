@@ -476,6 +476,17 @@ impl Scenario {
     }
 }
 
+/// `[bond]` lines with side `a`'s (or b's) lab keys, for configs written as text.
+pub fn key_lines(a: bool) -> String {
+    let (ka, kb) = lab_keys();
+    let (mine, peer) = if a { (ka, kb) } else { (kb, ka) };
+    format!(
+        "private_key = \"{}\"\npeer_public_key = \"{}\"\n",
+        mine.to_base64(),
+        peer.public_key().to_base64()
+    )
+}
+
 /// The lab's key pair for sides a and b, generated once per process.
 fn lab_keys() -> &'static (PrivateKey, PrivateKey) {
     static KEYS: std::sync::OnceLock<(PrivateKey, PrivateKey)> = std::sync::OnceLock::new();
