@@ -5,11 +5,13 @@
 //!
 //! Needs root (namespaces, TUN). Without it the test skips with a message, unless
 //! `BRAID_REQUIRE_NETNS=1`, which makes it fail instead.
+mod common;
+
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use anyhow::Result;
-use braid::lab::netns::{self, Topology};
+use braid::lab::netns::Topology;
 use braid::lab::run::{paths_of, Daemons};
 use braid::lab::scenario::Scenario;
 use braid::lab::serial::{self, SerialLines};
@@ -18,25 +20,7 @@ const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 
 fn usable() -> bool {
-    let why = if !netns::is_root() {
-        Some("not running as root")
-    } else if netns::which("ip").is_none() {
-        Some("`ip` (iproute2) not found")
-    } else if !std::path::Path::new("/dev/net/tun").exists() {
-        Some("/dev/net/tun missing")
-    } else if !serial::have_ping() {
-        Some("`ping` not found")
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
-            panic!("BRAID_REQUIRE_NETNS=1 but the serial netns test cannot run: {why}");
-        }
-        eprintln!("SKIPPED: needs network namespaces, a TUN device and ping ({why}); run as root");
-        return false;
-    }
-    true
+    common::serial_netns_usable("the serial netns test")
 }
 
 const SCENARIO: &str = r#"

@@ -11,6 +11,8 @@
 //!
 //! Needs root (namespaces, TUN). Without it the tests skip with a message, unless
 //! `BRAID_REQUIRE_NETNS=1`, which makes them fail instead.
+mod common;
+
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
@@ -27,25 +29,7 @@ use braid::sys::tty::open_pty;
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 
 fn usable() -> bool {
-    let why = if !netns::is_root() {
-        Some("not running as root")
-    } else if netns::which("ip").is_none() {
-        Some("`ip` (iproute2) not found")
-    } else if !std::path::Path::new("/dev/net/tun").exists() {
-        Some("/dev/net/tun missing")
-    } else if !serial::have_ping() {
-        Some("`ping` not found")
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
-            panic!("BRAID_REQUIRE_NETNS=1 but the raw-ip test cannot run: {why}");
-        }
-        eprintln!("SKIPPED: needs network namespaces, a TUN device and ping ({why}); run as root");
-        return false;
-    }
-    true
+    common::serial_netns_usable("the raw-ip test")
 }
 
 // ---- the peer's own SLIP (RFC 1055), independent of braid_core ----

@@ -43,3 +43,29 @@ pub fn scratch(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).expect("create scratch dir");
     d
 }
+
+/// True when a namespace test over emulated serial lines may run: root, `ip`, a TUN
+/// device and `ping`. Otherwise prints why `what` is skipped and returns false, unless
+/// `BRAID_REQUIRE_NETNS=1`, in which case it panics.
+pub fn serial_netns_usable(what: &str) -> bool {
+    use braid::lab::{netns, serial};
+    let why = if !netns::is_root() {
+        Some("not running as root")
+    } else if netns::which("ip").is_none() {
+        Some("`ip` (iproute2) not found")
+    } else if !std::path::Path::new("/dev/net/tun").exists() {
+        Some("/dev/net/tun missing")
+    } else if !serial::have_ping() {
+        Some("`ping` not found")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
+            panic!("BRAID_REQUIRE_NETNS=1 but {what} cannot run: {why}");
+        }
+        eprintln!("SKIPPED: needs network namespaces, a TUN device and ping ({why}); run as root");
+        return false;
+    }
+    true
+}
