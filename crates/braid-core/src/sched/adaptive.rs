@@ -57,12 +57,9 @@ pub fn skips_equalization(packet: &[u8]) -> bool {
     if packet.len() > SMALL_PACKET {
         return false;
     }
-    let tcp = match packet.first().map(|b| b >> 4) {
-        Some(4) => {
-            let ihl = usize::from(packet[0] & 0x0f) * 4;
-            (packet.get(9) == Some(&6)).then_some(ihl)
-        }
-        Some(6) => (packet.get(6) == Some(&6)).then_some(40),
+    let tcp = match packet.first() {
+        Some(&b) if b >> 4 == 4 => (packet.get(9) == Some(&6)).then_some(usize::from(b & 0x0f) * 4),
+        Some(&b) if b >> 4 == 6 => (packet.get(6) == Some(&6)).then_some(40),
         _ => None,
     };
     let Some(off) = tcp else {
