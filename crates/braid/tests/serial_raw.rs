@@ -297,13 +297,7 @@ fn raw_ip_cslip_carries_tcp_between_two_braids() -> Result<()> {
     }
     let sc = Scenario::parse(RAW_CSLIP)?;
     let topo = Topology::new(1)?;
-    for ns in [&topo.ns_a, &topo.ns_b] {
-        netns::run_ok(netns::ns_command(ns, "sysctl").args([
-            "-q",
-            "-w",
-            "net.ipv4.tcp_timestamps=0",
-        ]))?;
-    }
+    topo.tcp_timestamps_off()?;
     let lines = SerialLines::start(&sc)?;
     let devices = lines.devices();
     let cfg_a = sc.daemon_config_with(true, &topo.links, None, &devices)?;

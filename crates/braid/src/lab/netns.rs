@@ -435,6 +435,15 @@ impl Topology {
     }
 
     /// Limit path `i` to `rate_bps` with tbf on both ends' egress.
+    /// Turn TCP timestamps off in both namespaces (as in the serial seeds: RFC 1144
+    /// header compression cannot compress TCP options).
+    pub fn tcp_timestamps_off(&self) -> Result<()> {
+        for ns in [&self.ns_a, &self.ns_b] {
+            run_ok(ns_command(ns, "sysctl").args(["-q", "-w", "net.ipv4.tcp_timestamps=0"]))?;
+        }
+        Ok(())
+    }
+
     pub fn set_rate(&self, i: usize, rate_bps: u64) -> Result<()> {
         let link = self.links.get(i).ok_or_else(|| anyhow!("no path {i}"))?;
         // Bucket of 2 ms at rate (at least two full-size packets), queue of 50 ms: a

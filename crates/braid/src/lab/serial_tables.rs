@@ -331,13 +331,7 @@ pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let sc = row_scenario(t, r)?;
     let topo = Topology::new(1)?;
     if !t.tcp_timestamps {
-        for ns in [&topo.ns_a, &topo.ns_b] {
-            netns::run_ok(netns::ns_command(ns, "sysctl").args([
-                "-q",
-                "-w",
-                "net.ipv4.tcp_timestamps=0",
-            ]))?;
-        }
+        topo.tcp_timestamps_off()?;
     }
     let lines = SerialLines::start(&sc)?;
     let devices = lines.devices();
