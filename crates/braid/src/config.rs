@@ -259,12 +259,17 @@ impl PathSettings {
     }
 }
 
-/// How long a serial line's receiver holds its ack: four full frames' line time, at least
-/// 2 ms (the UDP default) and at most 500 ms. A 36-byte ack per data frame would take ~3 %
-/// of a line; one per four frames (or per [`braid_core`]'s 8 datagrams) about 0.7 %.
+/// How long a serial line's receiver holds its ack: two full frames' line time, and at
+/// least the time the line takes for 4000 bytes, so that acks (about 40 line bytes each)
+/// take at most 1 % of the line whatever the packets are (an ack per two 1400-byte
+/// frames at 115200 bd took 1.6 %, and the acks for the small packets of the other
+/// direction, TCP's own acks, go on the data's line); within 2..=500 ms.
 pub fn serial_ack_delay(baud: u32, mtu: usize) -> Duration {
-    let frame_us = (mtu as u64 + 2) * 10 * 1_000_000 / u64::from(baud.max(1));
-    Duration::from_micros(2 * frame_us).clamp(Duration::from_millis(2), Duration::from_millis(500))
+    let baud = u64::from(baud.max(1));
+    let frame_us = (mtu as u64 + 2) * 10 * 1_000_000 / baud;
+    let budget_us = 4000 * 10 * 1_000_000 / baud;
+    Duration::from_micros((2 * frame_us).max(budget_us))
+        .clamp(Duration::from_millis(2), Duration::from_millis(500))
 }
 
 /// `[bond]` defaults for a bond with serial lines in bond mode, from the slowest one.

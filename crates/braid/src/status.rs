@@ -140,12 +140,13 @@ pub fn render(resp: &Value) -> String {
     let c = st.get("counters").unwrap_or(&null);
     let _ = writeln!(
         out,
-        "bond: tun rx {}, tun tx {}; dropped: no path {}, queue {}, too big {}; bad datagrams {}; rescheduled {}",
+        "bond: tun rx {}, tun tx {}; dropped: no path {}, queue {}, too big {}, redundant retransmit {}; bad datagrams {}; rescheduled {}",
         u(c, "tun_rx"),
         u(c, "tun_tx"),
         u(c, "drop_no_path"),
         u(c, "drop_queue"),
         u(c, "drop_too_big"),
+        u(c, "drop_redundant_retransmit"),
         u(c, "bad_datagram"),
         u(c, "rescheduled"),
     );
@@ -238,7 +239,7 @@ mod tests {
             lines[4],
             "  longname: bind 1.2.3.4:5: Cannot assign requested address"
         );
-        assert_eq!(lines[5], "bond: tun rx 11, tun tx 22; dropped: no path 1, queue 2, too big 3; bad datagrams 4; rescheduled 5");
+        assert_eq!(lines[5], "bond: tun rx 11, tun tx 22; dropped: no path 1, queue 2, too big 3, redundant retransmit 0; bad datagrams 4; rescheduled 5");
         assert_eq!(
             lines[6],
             "reorder: in order 100, reordered 4, duplicates 6, late 7, skipped 8, overflows 9; wait avg 2.0ms, max 5.0ms; deadline 12.0ms"

@@ -88,3 +88,74 @@ fn ping_and_tcp_through_a_bond_of_two_serial_lines() -> Result<()> {
     assert_eq!(lines.relay_error(), None);
     Ok(())
 }
+
+/// `braid lab` stopped by SIGINT in the middle of a row (a TCP transfer over the lines)
+/// ends within a few seconds and deletes the namespaces it made. (Before, the transfer
+/// ran to the end of the row, and the interrupt flag also killed the `ip netns del` of the
+/// cleanup, so every interrupted lab left its namespaces behind.)
+#[test]
+fn interrupted_lab_stops_and_removes_its_namespaces() -> Result<()> {
+    use braid::lab::netns::now;
+    use std::process::{Command, Stdio};
+    if !usable() {
+        return Ok(());
+    }
+    let mut lab = Command::new(BRAID)
+        .args(["lab", "bentson", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let prefix = format!("braid-{}-", lab.id());
+    let namespaces = || -> Vec<String> {
+        let out = Command::new("ip").args(["netns", "list"]).output();
+        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        text.unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| n.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect()
+    };
+    // Wait for the first row's namespaces, then for its transfer to be under way.
+    let start = now();
+    while namespaces().len() < 2 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let made = namespaces();
+    std::thread::sleep(Duration::from_secs(6));
+    let pid = libc::pid_t::try_from(lab.id())?;
+    // SAFETY: kill has no memory preconditions; `pid` is our own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let sent = now();
+    let status = loop {
+        if let Some(st) = lab.try_wait()? {
+            break Some(st);
+        }
+        if sent.elapsed() > Duration::from_secs(20) {
+            let _ = lab.kill();
+            let _ = lab.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = sent.elapsed();
+    let left = namespaces();
+    for ns in &left {
+        let _ = Command::new("ip").args(["netns", "del", ns]).status();
+    }
+    let mut stderr = String::new();
+    if let Some(mut e) = lab.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert_eq!(made.len(), 2, "the lab made a namespace pair: {made:?}");
+    let status = status.expect("the lab ends within 20 s of SIGINT");
+    assert!(!status.success(), "an interrupted lab exits non-zero");
+    assert!(stderr.contains("interrupted"), "says why: {stderr}");
+    assert!(
+        took < Duration::from_secs(10),
+        "ended {took:?} after SIGINT"
+    );
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    Ok(())
+}

@@ -28,6 +28,8 @@ pub(crate) struct Queued {
     pub(crate) buf: Vec<u8>,
     pub(crate) seq: u64,
     pub(crate) enqueued: Instant,
+    /// The TCP segment it carries, to recognise a retransmission of it.
+    pub(crate) segment: Option<core::num::NonZeroU64>,
 }
 
 /// What the receiving side of a path owes the peer.

@@ -19,11 +19,13 @@
 mod deadline;
 mod equalize;
 mod link;
+mod retransmit;
 mod shaping;
 mod status;
 
 use std::collections::VecDeque;
 
+use core::num::NonZeroU64;
 use core::time::Duration;
 
 use self::deadline::Deadline;
@@ -247,6 +249,11 @@ impl Bond {
 
     /// Number a packet and queue it on the path(s) the scheduler chooses.
     fn schedule_packet(&mut self, now: Instant, packet: &[u8]) {
+        let segment = retransmit::segment_key(packet);
+        if segment.is_some_and(|key| self.holds_segment(key)) {
+            self.counters.drop_redundant_retransmit += 1;
+            return;
+        }
         self.refresh_states();
         let first = self.scheduler.choose(now, packet, &self.states);
         let choice = if self.scheduler.pins_flows() || self.scheduler.weighs_queues() {
@@ -280,9 +287,19 @@ impl Bond {
         }
         let buf = self.copy_into_buffer(packet);
         // The number is spent only if a path took the packet, for the same reason.
-        if self.enqueue(now, choice, self.next_seq, buf) {
+        if self.enqueue(now, choice, self.next_seq, buf, segment) {
             self.next_seq += 1;
         }
+    }
+
+    /// True when a path's queue still holds TCP segment `key` (see [`retransmit`]).
+    fn holds_segment(&self, key: NonZeroU64) -> bool {
+        self.links.iter().any(|l| {
+            l.queue
+                .iter()
+                .take(retransmit::SCAN)
+                .any(|q| q.segment == Some(key))
+        })
     }
 
     /// True when path `id`'s queue holds more than `limit` at its drain rate.
@@ -331,7 +348,14 @@ impl Bond {
 
     /// Queue the packet in `buf` as the scheduler chose: the last target gets `buf`
     /// itself, any others (broadcast) a copy. False if no live path took it.
-    fn enqueue(&mut self, now: Instant, choice: Choice, seq: u64, buf: Vec<u8>) -> bool {
+    fn enqueue(
+        &mut self,
+        now: Instant,
+        choice: Choice,
+        seq: u64,
+        buf: Vec<u8>,
+        segment: Option<NonZeroU64>,
+    ) -> bool {
         let wanted = |l: &Link| {
             l.is_up()
                 && match choice {
@@ -369,6 +393,7 @@ impl Bond {
                     buf: b,
                     seq,
                     enqueued: now,
+                    segment,
                 });
             }
         }
@@ -384,7 +409,7 @@ impl Bond {
                 Choice::One(id) if id == from => Choice::Drop,
                 other => other,
             };
-            if self.enqueue(now, choice, q.seq, q.buf) {
+            if self.enqueue(now, choice, q.seq, q.buf, q.segment) {
                 self.counters.rescheduled += 1;
             }
         }

@@ -62,6 +62,9 @@ pub struct BondCounters {
     pub drop_queue: u64,
     /// Dropped: too large for the MTU.
     pub drop_too_big: u64,
+    /// Dropped: a TCP retransmission of a segment still in a path's queue (the queued
+    /// copy goes out; see `bond/retransmit.rs`).
+    pub drop_redundant_retransmit: u64,
     /// Packets the shaper dropped (a leaf queue was full).
     pub drop_shaper: u64,
     /// Datagrams from a path that failed to parse.

@@ -610,3 +610,42 @@ fn equalization_holds_bulk_to_the_slowest_path_and_lets_small_packets_through() 
         "capped at 30 ms took {capped:?}"
     );
 }
+
+#[test]
+fn a_retransmission_of_a_segment_still_queued_is_dropped() {
+    use crate::sim::tcp_packet;
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("slow"), link(1, 5, 1));
+    pair.run_until(Instant::from_millis(1000), |_| {});
+    // Eight 1200-byte segments at once: 10 ms each on a 1 Mbit/s path, so most wait in
+    // braid. TCP then times out and sends all eight again, and once more later.
+    let segment = |i: u32| tcp_packet(1 + i * 1160, 1160, 40000, 0x10);
+    let mut step = 0;
+    pair.run_until(Instant::from_millis(3000), |p| {
+        let now = p.now;
+        if step == 0 {
+            (0..8).for_each(|i| p.a.handle_tun_packet(now, &segment(i)));
+            (0..8).for_each(|i| p.a.handle_tun_packet(now, &segment(i)));
+            step = 1;
+        } else if step == 1 && now >= Instant::from_millis(2000) {
+            p.a.handle_tun_packet(now, &segment(3));
+            step = 2;
+        }
+    });
+    let dropped = pair.a.status().counters.drop_redundant_retransmit;
+    // The first copy of segment 0 may have gone out at once; the rest were still queued.
+    assert!((7..=8).contains(&dropped), "dropped {dropped}");
+    // Every segment arrived, and the late retransmission (nothing queued) went through.
+    let arrived = |i: u32| {
+        pair.delivered_b
+            .iter()
+            .filter(|p| p[24..28] == (1 + i * 1160).to_be_bytes())
+            .count()
+    };
+    for i in 0..8 {
+        assert!(arrived(i) >= 1, "segment {i}");
+    }
+    assert_eq!(arrived(3), 2);
+    assert_eq!(pair.delivered_b.len() as u64, 8 + 8 - dropped + 1);
+    assert_eq!(pair.a.status().counters.drop_queue, 0);
+}

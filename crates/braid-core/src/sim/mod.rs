@@ -194,6 +194,25 @@ pub fn udp_packet(seq: u64, len: usize, sport: u16, dport: u16) -> Vec<u8> {
     p
 }
 
+/// An IPv4/TCP segment from 10.200.0.1:`sport` to 10.200.0.2:5201: a 20-byte TCP header
+/// with `flags` and sequence number `seq`, then `payload` zero bytes.
+pub fn tcp_packet(seq: u32, payload: usize, sport: u16, flags: u8) -> Vec<u8> {
+    let len = 40 + payload;
+    let mut p = vec![0u8; len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    p[8] = 64;
+    p[9] = 6;
+    p[12..16].copy_from_slice(&[10, 200, 0, 1]);
+    p[16..20].copy_from_slice(&[10, 200, 0, 2]);
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&5201u16.to_be_bytes());
+    p[24..28].copy_from_slice(&seq.to_be_bytes());
+    p[32] = 5 << 4;
+    p[33] = flags;
+    p
+}
+
 /// The sequence number [`udp_packet`] put in a packet.
 pub fn packet_seq(p: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(p.get(28..36)?.try_into().ok()?))

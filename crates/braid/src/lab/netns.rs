@@ -103,8 +103,18 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// Run `cmd` to completion, killing it after `timeout`; its output.
+/// Run `cmd` to completion, killing it after `timeout` or on an interrupt; its output.
 pub fn run_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output> {
+    run(cmd, timeout, true)
+}
+
+/// [`run_timeout`] for cleaning up (deleting a namespace): an interrupt does not stop it,
+/// since cleaning up is what an interrupted run does next.
+pub fn run_cleanup(cmd: &mut Command, timeout: Duration) -> Result<Output> {
+    run(cmd, timeout, false)
+}
+
+fn run(cmd: &mut Command, timeout: Duration, interruptible: bool) -> Result<Output> {
     let desc = format!("{cmd:?}");
     let mut child = cmd
         .stdin(Stdio::null())
@@ -119,10 +129,11 @@ pub fn run_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output> {
         if let Some(st) = child.try_wait()? {
             break st;
         }
-        if now() >= end || interrupted() {
+        let stop = interruptible && interrupted();
+        if now() >= end || stop {
             let _ = child.kill();
             let _ = child.wait();
-            if interrupted() {
+            if stop {
                 bail!("interrupted");
             }
             bail!("{desc} did not finish within {timeout:?}");
@@ -488,7 +499,7 @@ impl Topology {
 impl Drop for Topology {
     fn drop(&mut self) {
         for ns in self.created.drain(..) {
-            let _ = run_timeout(
+            let _ = run_cleanup(
                 Command::new("ip").args(["netns", "del", &ns]),
                 Duration::from_secs(10),
             );

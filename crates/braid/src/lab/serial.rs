@@ -93,6 +93,33 @@ pub struct Transfer {
     pub seconds: f64,
 }
 
+/// Socket waits in [`tcp_transfer`] are cut into slices this long, so that an interrupt
+/// (Ctrl-C) ends a transfer at once rather than after the row.
+const SLICE: Duration = Duration::from_millis(200);
+
+/// Retry `op` (a read or write on a socket with [`SLICE`] timeouts) until it gets through;
+/// an error after `idle` without progress, on an interrupt, or on a real error.
+fn patiently<T>(
+    idle: Duration,
+    what: &str,
+    mut op: impl FnMut() -> std::io::Result<T>,
+) -> Result<T> {
+    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+    let end = now() + idle;
+    loop {
+        match op() {
+            Ok(v) => return Ok(v),
+            Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {
+                netns::check_interrupted()?;
+                if now() >= end {
+                    bail!("{what}: nothing for {} s", idle.as_secs());
+                }
+            }
+            Err(e) => return Err(e).context(what.to_owned()),
+        }
+    }
+}
+
 /// One TCP connection from namespace a to `dst:port` in namespace b, sending `bytes`
 /// bytes of [`pattern`] with the MSS clamped to `mss` (None: the route's). The receiver
 /// checks every byte. `idle` bounds every wait (accept, read, write).
@@ -114,17 +141,18 @@ pub fn tcp_transfer(
             match listener.accept() {
                 Ok((s, _)) => break s,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && now() < end => {
+                    netns::check_interrupted()?;
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(e) => bail!("accept: {e}"),
             }
         };
         s.set_nonblocking(false)?;
-        s.set_read_timeout(Some(idle))?;
+        s.set_read_timeout(Some(SLICE))?;
         let mut buf = vec![0u8; 65536];
         let mut off = 0u64;
         loop {
-            let n = s.read(&mut buf).context("read in b")?;
+            let n = patiently(idle, "read in b", || s.read(&mut buf))?;
             if n == 0 {
                 break;
             }
@@ -151,8 +179,8 @@ pub fn tcp_transfer(
         s.connect_timeout(&addr.into(), idle)
             .context("connect from a")?;
         let mut s: std::net::TcpStream = s.into();
-        s.set_write_timeout(Some(idle))?;
-        s.set_read_timeout(Some(idle))?;
+        s.set_write_timeout(Some(SLICE))?;
+        s.set_read_timeout(Some(SLICE))?;
         let t0 = now();
         let mut buf = vec![0u8; 65536];
         let mut off = 0u64;
@@ -161,14 +189,23 @@ pub fn tcp_transfer(
             for (k, b) in buf.iter_mut().take(n).enumerate() {
                 *b = pattern(off + k as u64);
             }
-            s.write_all(buf.get(..n).unwrap_or(&[]))
-                .context("write from a")?;
+            let mut rest = buf.get(..n).unwrap_or(&[]);
+            while !rest.is_empty() {
+                match patiently(idle, "write from a", || s.write(rest))? {
+                    0 => bail!("write from a: connection closed"),
+                    w => rest = rest.get(w..).unwrap_or(&[]),
+                }
+            }
             off += n as u64;
         }
         s.shutdown(std::net::Shutdown::Write)?;
         let mut ack = [0u8; 1];
-        s.read_exact(&mut ack)
-            .context("waiting for the receiver's answer")?;
+        if patiently(idle, "waiting for the receiver's answer", || {
+            s.read(&mut ack)
+        })? == 0
+        {
+            bail!("the receiver closed without its answer");
+        }
         Ok((now() - t0).as_secs_f64())
     })?;
     let seconds = tx
