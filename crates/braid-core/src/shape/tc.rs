@@ -525,7 +525,13 @@ impl Reader {
             let mut val = || it.next().ok_or(format!("`{a}` without a value"));
             if matches(a, "r2q") {
                 let v = val()?;
-                r2q = Some(num(v, 10, "r2q", u32::MAX)?);
+                let n = num(v, 10, "r2q", u32::MAX)?;
+                if n == 0 {
+                    // The kernel forces r2q < 1 to 1 (`sch_htb.c`); the config reader
+                    // refuses 0, so keep what the kernel would use.
+                    self.note("`r2q 0` is 1 in the kernel: r2q = 1");
+                }
+                r2q = Some(n.max(1));
             } else if matches(a, "default") {
                 let v = val()?;
                 if let Some(m) = get_u32(v, 16) {
@@ -1314,6 +1320,20 @@ mod tests {
         );
         let toml = to_toml(&s.spec);
         assert!(!toml.contains("burst"), "{toml}");
+    }
+
+    /// `r2q 0` is 1 in the kernel; the spec must not carry the 0, which the config reader
+    /// refuses (found by the `tc` fuzz target: tc-import printed `r2q = 0`).
+    #[test]
+    fn zero_r2q_is_one() {
+        let s = parse_script(
+            "tc qdisc add dev d0 root handle 1: htb default 10 r2q 0\n\
+             tc class add dev d0 parent 1: classid 1:10 htb rate 1mbit\n",
+        )
+        .unwrap();
+        assert_eq!(s.spec.r2q, 1);
+        assert!(s.notes.iter().any(|n| n.contains("`r2q 0`")), "{:?}", s.notes);
+        assert!(to_toml(&s.spec).contains("r2q = 1\n"));
     }
 
     /// The seed's script, verbatim (`../shared/seeds/001_09f55539d7d6ed37.txt`).
