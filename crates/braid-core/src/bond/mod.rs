@@ -752,6 +752,26 @@ impl Bond {
         let rtt_spread = hi.saturating_sub(lo);
         self.deadline
             .current(now, self.links.iter().map(|l| &l.owd), rtt_spread)
+            .max(self.frame_floor().min(self.cfg.reorder_max))
+    }
+
+    /// Two full packets' time on the slowest fixed-rate path (a serial line), when the
+    /// bond has more than one path up: a packet on one line can be a frame behind a later
+    /// one that another line started sooner, and a frame more behind when the scheduler
+    /// evened out queues. The delay tracks know this only once data has flowed on every
+    /// line; at the start of a transfer the deadline was the 2 ms floor, the receiver gave
+    /// up on such packets, and TCP, seeing them out of order, resent ~15 segments each
+    /// time. A lost packet is still given up as soon as every line has passed it.
+    fn frame_floor(&self) -> Duration {
+        let up = self.links.iter().filter(|l| l.is_up());
+        if up.clone().count() < 2 {
+            return Duration::ZERO;
+        }
+        let frame_bits = (self.cfg.mtu as u64 + DATA_HEADER_LEN as u64) * 8;
+        up.filter(|l| l.cfg.fixed_rate && l.cfg.bps > 0)
+            .map(|l| Duration::from_micros(2 * frame_bits * 1_000_000 / l.cfg.bps))
+            .max()
+            .unwrap_or(Duration::ZERO)
     }
 
     /// Figures for `braid status`.

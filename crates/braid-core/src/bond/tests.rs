@@ -649,3 +649,38 @@ fn a_retransmission_of_a_segment_still_queued_is_dropped() {
     assert_eq!(pair.delivered_b.len() as u64, 8 + 8 - dropped + 1);
     assert_eq!(pair.a.status().counters.drop_queue, 0);
 }
+
+#[test]
+fn serial_bonds_wait_two_frames_for_a_gap_from_the_start() {
+    let line = |name: &str| PathConfig {
+        name: name.into(),
+        bps: 92_000,
+        fixed_rate: true,
+        ..PathConfig::default()
+    };
+    let cfg = BondConfig {
+        reorder_max: Duration::from_secs(2),
+        ..BondConfig::default()
+    };
+    let mut pair = Pair::new(cfg.clone());
+    pair.add_path(line("s0"), link(1, 5, 1));
+    pair.run_until(Instant::from_millis(1000), |_| {});
+    // One line: nothing to reorder against.
+    assert!(pair.b.status().reorder_deadline_us < 50_000);
+    pair.add_path(line("s1"), link(1, 5, 2));
+    pair.run_until(Instant::from_millis(2000), |_| {});
+    // Two lines, no data yet: two 1420-byte frames at 92 kbit/s.
+    assert_eq!(
+        pair.b.status().reorder_deadline_us,
+        2 * (1400 + 20) * 8 * 1_000_000 / 92_000
+    );
+    // Never above the configured cap.
+    let mut capped = Pair::new(BondConfig {
+        reorder_max: Duration::from_millis(100),
+        ..cfg
+    });
+    capped.add_path(line("s0"), link(1, 5, 1));
+    capped.add_path(line("s1"), link(1, 5, 2));
+    capped.run_until(Instant::from_millis(1000), |_| {});
+    assert_eq!(capped.b.status().reorder_deadline_us, 100_000);
+}

@@ -1332,7 +1332,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.spec.r2q, 1);
-        assert!(s.notes.iter().any(|n| n.contains("`r2q 0`")), "{:?}", s.notes);
+        assert!(
+            s.notes.iter().any(|n| n.contains("`r2q 0`")),
+            "{:?}",
+            s.notes
+        );
         assert!(to_toml(&s.spec).contains("r2q = 1\n"));
     }
 

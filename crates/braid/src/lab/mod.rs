@@ -86,6 +86,11 @@ pub fn main(args: LabArgs) -> Result<()> {
         for (name, description) in serial_tables::TABLES {
             println!("{name:<18} {:>4}    {description}", "");
         }
+        println!(
+            "{:<18} {:>4}    bentson-full's rows of one speed and MTU (1-4 lines), e.g. bentson:115200:900",
+            serial_tables::BENTSON_ROWS,
+            ""
+        );
         return Ok(());
     }
     let names: Vec<String> = if args.scenarios.is_empty() {

@@ -99,18 +99,29 @@ const SLICE: Duration = Duration::from_millis(200);
 
 /// Retry `op` (a read or write on a socket with [`SLICE`] timeouts) until it gets through;
 /// an error after `idle` without progress, on an interrupt, or on a real error.
-fn patiently<T>(
+fn patiently<T>(idle: Duration, what: &str, op: impl FnMut() -> std::io::Result<T>) -> Result<T> {
+    patiently_while(idle, what, || 0, op)
+}
+
+/// [`patiently`], where a change in `progress()` also counts as progress.
+fn patiently_while<T>(
     idle: Duration,
     what: &str,
+    mut progress: impl FnMut() -> u64,
     mut op: impl FnMut() -> std::io::Result<T>,
 ) -> Result<T> {
     use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
-    let end = now() + idle;
+    let mut end = now() + idle;
+    let mut seen = progress();
     loop {
         match op() {
             Ok(v) => return Ok(v),
             Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {
                 netns::check_interrupted()?;
+                let p = progress();
+                if p != seen {
+                    (seen, end) = (p, now() + idle);
+                }
                 if now() >= end {
                     bail!("{what}: nothing for {} s", idle.as_secs());
                 }
@@ -200,7 +211,22 @@ pub fn tcp_transfer(
         }
         s.shutdown(std::net::Shutdown::Write)?;
         let mut ack = [0u8; 1];
-        if patiently(idle, "waiting for the receiver's answer", || {
+        // The answer comes once everything sent has crossed the lines, which at 19200 bd
+        // can take longer than `idle` after the last write (the socket buffer grows with
+        // the window): the wait goes on while the unacknowledged bytes go down.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
+        let unacked = || {
+            let mut n: libc::c_int = 0;
+            // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int to `n`; `fd` is our open socket.
+            #[allow(unsafe_code)]
+            let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+            if rc == 0 {
+                u64::try_from(n).unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        if patiently_while(idle, "waiting for the receiver's answer", unacked, || {
             s.read(&mut ack)
         })? == 0
         {

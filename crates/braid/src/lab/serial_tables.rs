@@ -175,8 +175,29 @@ pub const TABLES: &[(&str, &str)] = &[
     ),
 ];
 
-/// A table by name.
+/// `bentson:BAUD:MTU`: the `bentson-full` rows of one speed and MTU, 1-4 lines (the
+/// single line is the bundles' reference), e.g. `bentson:115200:900`.
+pub const BENTSON_ROWS: &str = "bentson:BAUD:MTU";
+
+/// `bentson:BAUD:MTU` as the rows of `bentson-full` it names.
+fn bentson_rows(name: &str) -> Option<Table> {
+    let mut parts = name.strip_prefix("bentson:")?.split(':');
+    let baud: u32 = parts.next()?.parse().ok()?;
+    let mtu: u32 = parts.next()?.parse().ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    let mut t = load("bentson-full")?;
+    t.rows.retain(|r| r.baud == baud && r.mtu == mtu);
+    t.description = "Bentson's EQL table: the rows of one speed and MTU, 1-4 lines";
+    (!t.rows.is_empty()).then_some(t)
+}
+
+/// A table by name (or `bentson:BAUD:MTU`, see [`BENTSON_ROWS`]).
 pub fn load(name: &str) -> Option<Table> {
+    if name.starts_with("bentson:") {
+        return bentson_rows(name);
+    }
     let description = TABLES.iter().find(|t| t.0 == name)?.1;
     let (kind, rows) = match name {
         "bentson" => {
@@ -484,6 +505,29 @@ pub fn run(t: &Table, braid: &Path) -> Result<Vec<RowResult>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bentson_rows_of_one_speed() {
+        let t = load("bentson:57600:400").unwrap();
+        let rows: Vec<_> = t.rows.iter().map(|r| (r.lines, r.baud, r.mtu)).collect();
+        assert_eq!(
+            rows,
+            [
+                (1, 57600, 400),
+                (2, 57600, 400),
+                (3, 57600, 400),
+                (4, 57600, 400)
+            ]
+        );
+        for bad in [
+            "bentson:57600",
+            "bentson:57600:401",
+            "bentson:x:400",
+            "bentson:1:2:3",
+        ] {
+            assert!(load(bad).is_none(), "{bad}");
+        }
+    }
 
     #[test]
     fn tables_load_and_the_seed_is_whole() {
