@@ -278,14 +278,17 @@ pub struct SerialDefaults {
     /// `probe_interval_ms`: a probe and its answer (about 36 line bytes) take 1 % of the
     /// slowest line, `36000000 / baud` ms, within 100..=10000 ms.
     pub probe_interval: Duration,
-    /// `reorder_max_ms`: 18 full frames' line time of the slowest line (the queue and two
-    /// frames more), within 200..=10000 ms. A packet on one line may arrive as much later
-    /// than the next one on another as the lines' queues differ; a shorter wait gives up
-    /// on packets that are only late and TCP retransmits them. Lost packets do not wait
-    /// this long: once every line has delivered a later one, a gap is given up.
+    /// `reorder_max_ms`: 20 full frames' line time of the slowest line (the queue, and
+    /// the line's own buffer, control frames and the frame on the wire besides), within
+    /// 200..=10000 ms. A packet on one line may arrive as much later than the next one on
+    /// another as the lines' queues differ; a shorter wait gives up on packets that are
+    /// only late and TCP retransmits them (waits of 1.49 s were seen with an 8-frame
+    /// queue at 115200 bd, MTU 900). Lost packets do not wait this long: once every line
+    /// has delivered a later one, a gap is given up.
     pub reorder_max: Duration,
-    /// `queue_max_delay_ms`: 16 full frames' line time, within 100..=10000 ms: enough
-    /// for TCP's initial window and CUBIC's growth without drops.
+    /// `queue_max_delay_ms`: 8 full frames' line time, within 100..=10000 ms. With 16,
+    /// CUBIC kept every line's queue full and the spread between lines beyond any
+    /// reorder wait (`docs/serial.md`); a drop costs a retransmission but no line time.
     pub queue_max_delay: Duration,
 }
 
@@ -303,8 +306,8 @@ pub fn serial_defaults(paths: &[PathSettings]) -> Option<SerialDefaults> {
     let ms = |x: u64, lo: u64| Duration::from_millis(x.clamp(lo, 10_000));
     Some(SerialDefaults {
         probe_interval: ms(36_000_000 / min_baud, 100),
-        reorder_max: ms(18 * slowest_frame_us / 1000, 200),
-        queue_max_delay: ms(16 * slowest_frame_us / 1000, 100),
+        reorder_max: ms(20 * slowest_frame_us / 1000, 200),
+        queue_max_delay: ms(8 * slowest_frame_us / 1000, 100),
     })
 }
 

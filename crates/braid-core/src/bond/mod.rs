@@ -755,13 +755,15 @@ impl Bond {
             .max(self.frame_floor().min(self.cfg.reorder_max))
     }
 
-    /// Two full packets' time on the slowest fixed-rate path (a serial line), when the
-    /// bond has more than one path up: a packet on one line can be a frame behind a later
-    /// one that another line started sooner, and a frame more behind when the scheduler
-    /// evened out queues. The delay tracks know this only once data has flowed on every
-    /// line; at the start of a transfer the deadline was the 2 ms floor, the receiver gave
-    /// up on such packets, and TCP, seeing them out of order, resent ~15 segments each
-    /// time. A lost packet is still given up as soon as every line has passed it.
+    /// With a fixed-rate path (a serial line) up beside another path: braid's queue
+    /// limit plus two full packets' time on the slowest such line. A packet can wait in
+    /// one line's queue up to the limit while later ones go out on an emptier line, and be
+    /// a frame or two behind them on the wire besides. The delay tracks learn the spread
+    /// only once data has flowed on every line; at the start of a transfer the deadline
+    /// was the 2 ms floor (then two frames), the receiver gave up on such packets, and TCP,
+    /// seeing them out of order, resent ~15 segments each time. A lost packet is still
+    /// given up as soon as every line has passed it (`give_up_lost`), so the longer wait
+    /// costs only when a line is idle.
     fn frame_floor(&self) -> Duration {
         let up = self.links.iter().filter(|l| l.is_up());
         if up.clone().count() < 2 {
@@ -771,7 +773,7 @@ impl Bond {
         up.filter(|l| l.cfg.fixed_rate && l.cfg.bps > 0)
             .map(|l| Duration::from_micros(2 * frame_bits * 1_000_000 / l.cfg.bps))
             .max()
-            .unwrap_or(Duration::ZERO)
+            .map_or(Duration::ZERO, |frames| self.cfg.queue_max_delay + frames)
     }
 
     /// Figures for `braid status`.

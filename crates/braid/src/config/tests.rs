@@ -875,8 +875,8 @@ fn serial_lines_scale_the_bond_defaults() {
         c.bond.core.health.probe_interval,
         Duration::from_millis(312)
     );
-    assert_eq!(c.bond.core.reorder_max, Duration::from_millis(2221));
-    assert_eq!(c.bond.core.queue_max_delay, Duration::from_millis(1974));
+    assert_eq!(c.bond.core.reorder_max, Duration::from_millis(2468));
+    assert_eq!(c.bond.core.queue_max_delay, Duration::from_millis(987));
     // Keys given win; the slowest line counts; raw-ip and UDP bonds keep the defaults.
     let two = "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\nprobe_interval_ms = 150\n\
                [[path]]\nname = \"s0\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\n\

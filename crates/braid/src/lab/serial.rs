@@ -132,7 +132,7 @@ fn patiently_while<T>(
 }
 
 /// One TCP connection from namespace a to `dst:port` in namespace b, sending `bytes`
-/// bytes of [`pattern`] with the MSS clamped to `mss` (None: the route's). The receiver
+/// bytes of [`pattern`] with the MSS clamped to `mss` (None: the route's), over CUBIC. The receiver
 /// checks every byte. `idle` bounds every wait (accept, read, write).
 pub fn tcp_transfer(
     topo: &Topology,
@@ -187,6 +187,11 @@ pub fn tcp_transfer(
         if let Some(m) = mss {
             s.set_tcp_mss(m).context("TCP_MAXSEG")?;
         }
+        // CUBIC, as the UDP scenarios' iperf3 and a fresh Debian: not whatever this
+        // machine's default is (BBR's window, from a SYN's 11 ms RTT, could not fill four
+        // lines).
+        s.set_tcp_congestion(b"cubic")
+            .context("TCP_CONGESTION cubic")?;
         s.connect_timeout(&addr.into(), idle)
             .context("connect from a")?;
         let mut s: std::net::TcpStream = s.into();

@@ -311,16 +311,16 @@ impl RowResult {
 }
 
 /// `[bond]` keys for lines of `baud` carrying packets of `mtu`: probes take at most ~1%
-/// of a line (36 line bytes per interval), braid's queue holds 16 packet times (TCP's
-/// initial window and CUBIC's growth) and the reorder wait 18 (the queue and two more: a
+/// of a line (36 line bytes per interval), braid's queue holds 8 packet times and the
+/// reorder wait 20 (as `config::serial_defaults`; the queue and the line's buffer: a
 /// packet on one line may be that late against the next one on another). The lines are the
 /// lab's own, trusted: `encryption = "none"`, so CSLIP can compress the inner headers (a
 /// sealed datagram is opaque to it).
 pub fn bond_keys(baud: u32, mtu: u32) -> String {
     let packet_ms = u64::from(mtu + 22) * 10 * 1000 / u64::from(baud.max(1));
     let probe = (36_000_000 / u64::from(baud.max(1))).clamp(100, 10_000);
-    let queue = (16 * packet_ms).clamp(100, 10_000);
-    let reorder = (18 * packet_ms).clamp(200, 10_000);
+    let queue = (8 * packet_ms).clamp(100, 10_000);
+    let reorder = (20 * packet_ms).clamp(200, 10_000);
     format!(
         "encryption = \"none\"\nprobe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n"
     )
@@ -566,7 +566,7 @@ mod tests {
     fn bond_keys_scale_with_the_line() {
         assert_eq!(
             bond_keys(115_200, 1400),
-            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 1968\nreorder_max_ms = 2214\n"
+            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 984\nreorder_max_ms = 2460\n"
         );
         assert_eq!(
             bond_keys(2400, 1400),
