@@ -651,7 +651,7 @@ fn a_retransmission_of_a_segment_still_queued_is_dropped() {
 }
 
 #[test]
-fn serial_bonds_wait_two_frames_for_a_gap_from_the_start() {
+fn serial_bonds_wait_the_queue_and_two_frames_for_a_gap_from_the_start() {
     let line = |name: &str| PathConfig {
         name: name.into(),
         bps: 92_000,
@@ -669,10 +669,11 @@ fn serial_bonds_wait_two_frames_for_a_gap_from_the_start() {
     assert!(pair.b.status().reorder_deadline_us < 50_000);
     pair.add_path(line("s1"), link(1, 5, 2));
     pair.run_until(Instant::from_millis(2000), |_| {});
-    // Two lines, no data yet: two 1420-byte frames at 92 kbit/s.
+    // Two lines, no data yet: the queue limit (100 ms) and two 1420-byte frames at
+    // 92 kbit/s.
     assert_eq!(
         pair.b.status().reorder_deadline_us,
-        2 * (1400 + 20) * 8 * 1_000_000 / 92_000
+        100_000 + 2 * (1400 + 20) * 8 * 1_000_000 / 92_000
     );
     // Never above the configured cap.
     let mut capped = Pair::new(BondConfig {
