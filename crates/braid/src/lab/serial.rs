@@ -132,8 +132,9 @@ fn patiently_while<T>(
 }
 
 /// One TCP connection from namespace a to `dst:port` in namespace b, sending `bytes`
-/// bytes of [`pattern`] with the MSS clamped to `mss` (None: the route's), over CUBIC. The receiver
-/// checks every byte. `idle` bounds every wait (accept, read, write).
+/// bytes of [`pattern`] with the MSS clamped to `mss` (None: the route's), over CUBIC.
+/// The receiver checks every byte. `idle` bounds every wait without progress (accept,
+/// read, write, the final answer).
 pub fn tcp_transfer(
     topo: &Topology,
     dst: Ipv4Addr,
