@@ -4,6 +4,8 @@
 //! They need root (namespaces, TUN). Without it they skip with a message, unless
 //! `BRAID_REQUIRE_NETNS=1`, which makes them fail instead. They run one at a time (a lock),
 //! each in its own namespaces `braid-<pid>-<n>-{a,b}`, deleted by a guard even on failure.
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,20 +24,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The lock, or None (with a message) when namespaces cannot be used here.
 fn netns_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
-    let why = if !netns::is_root() {
-        Some("not running as root")
-    } else if netns::which("ip").is_none() || netns::which("tc").is_none() {
-        Some("`ip`/`tc` (iproute2) not found")
-    } else if !std::path::Path::new("/dev/net/tun").exists() {
-        Some("/dev/net/tun missing")
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
-            panic!("{test}: BRAID_REQUIRE_NETNS=1 but network namespaces are unusable: {why}");
-        }
-        eprintln!("SKIPPED {test}: needs network namespaces and a TUN device ({why}); run as root");
+    if !common::runs(
+        test,
+        "network namespaces and a TUN device",
+        common::netns_unusable(),
+    ) {
         return None;
     }
     Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))

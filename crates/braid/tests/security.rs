@@ -9,6 +9,8 @@
 //!
 //! Needs root (namespaces, TUN): skipped with a message otherwise, unless
 //! `BRAID_REQUIRE_NETNS=1`. Namespaces `braid-<pid>-<n>-{a,b}` are deleted even on failure.
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,20 +34,11 @@ const FWD_B_MOVED: &str = "10.201.0.2:7102";
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn netns_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
-    let why = if !netns::is_root() {
-        Some("not running as root")
-    } else if netns::which("ip").is_none() || netns::which("tc").is_none() {
-        Some("`ip`/`tc` (iproute2) not found")
-    } else if !std::path::Path::new("/dev/net/tun").exists() {
-        Some("/dev/net/tun missing")
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
-            panic!("{test}: BRAID_REQUIRE_NETNS=1 but network namespaces are unusable: {why}");
-        }
-        eprintln!("SKIPPED {test}: needs network namespaces and a TUN device ({why}); run as root");
+    if !common::runs(
+        test,
+        "network namespaces and a TUN device",
+        common::netns_unusable(),
+    ) {
         return None;
     }
     Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))

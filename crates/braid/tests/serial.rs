@@ -19,8 +19,13 @@ use braid::lab::serial::{self, SerialLines};
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 
-fn usable() -> bool {
+/// The tests here run one at a time: each drives emulated lines whose pacing a parallel
+/// test's CPU use disturbs.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn usable() -> Option<std::sync::MutexGuard<'static, ()>> {
     common::serial_netns_usable("the serial netns test")
+        .then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 const SCENARIO: &str = r#"
@@ -45,9 +50,9 @@ framing = "slip"
 
 #[test]
 fn ping_and_tcp_through_a_bond_of_two_serial_lines() -> Result<()> {
-    if !usable() {
+    let Some(_one) = usable() else {
         return Ok(());
-    }
+    };
     let sc = Scenario::parse(SCENARIO)?;
     let topo = Topology::new(1)?;
     let lines = SerialLines::start(&sc)?;
@@ -97,9 +102,9 @@ fn ping_and_tcp_through_a_bond_of_two_serial_lines() -> Result<()> {
 fn interrupted_lab_stops_and_removes_its_namespaces() -> Result<()> {
     use braid::lab::netns::now;
     use std::process::{Command, Stdio};
-    if !usable() {
+    let Some(_one) = usable() else {
         return Ok(());
-    }
+    };
     let mut lab = Command::new(BRAID)
         .args(["lab", "bentson", "--quiet"])
         .stdout(Stdio::null())

@@ -126,7 +126,11 @@ fn patiently_while<T>(
                     bail!("{what}: nothing for {} s", idle.as_secs());
                 }
             }
-            Err(e) => return Err(e).context(what.to_owned()),
+            Err(e) => {
+                // The other end stopped for an interrupt (a broken pipe here): say so.
+                netns::check_interrupted()?;
+                return Err(e).context(what.to_owned());
+            }
         }
     }
 }

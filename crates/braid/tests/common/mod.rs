@@ -44,28 +44,37 @@ pub fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-/// True when a namespace test over emulated serial lines may run: root, `ip`, a TUN
-/// device and `ping`. Otherwise prints why `what` is skipped and returns false, unless
-/// `BRAID_REQUIRE_NETNS=1`, in which case it panics.
-pub fn serial_netns_usable(what: &str) -> bool {
-    use braid::lab::{netns, serial};
-    let why = if !netns::is_root() {
+/// Why namespace tests cannot run here (not root, no `ip`/`tc`, no TUN device), or None.
+pub fn netns_unusable() -> Option<&'static str> {
+    use braid::lab::netns;
+    if !netns::is_root() {
         Some("not running as root")
-    } else if netns::which("ip").is_none() {
-        Some("`ip` (iproute2) not found")
+    } else if netns::which("ip").is_none() || netns::which("tc").is_none() {
+        Some("`ip`/`tc` (iproute2) not found")
     } else if !std::path::Path::new("/dev/net/tun").exists() {
         Some("/dev/net/tun missing")
-    } else if !serial::have_ping() {
-        Some("`ping` not found")
     } else {
         None
-    };
-    if let Some(why) = why {
-        if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
-            panic!("BRAID_REQUIRE_NETNS=1 but {what} cannot run: {why}");
-        }
-        eprintln!("SKIPPED: needs network namespaces, a TUN device and ping ({why}); run as root");
-        return false;
     }
-    true
+}
+
+/// True when `why` is None. Otherwise `test` (which needs `needs`) is skipped with a
+/// message and false, unless `BRAID_REQUIRE_NETNS=1`, in which case it panics.
+pub fn runs(test: &str, needs: &str, why: Option<&str>) -> bool {
+    let Some(why) = why else {
+        return true;
+    };
+    if std::env::var("BRAID_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
+        panic!("{test}: BRAID_REQUIRE_NETNS=1 but it cannot run: {why}");
+    }
+    eprintln!("SKIPPED {test}: needs {needs} ({why}); run as root");
+    false
+}
+
+/// True when a namespace test over emulated serial lines may run: namespaces and `ping`
+/// (see [`runs`]).
+pub fn serial_netns_usable(what: &str) -> bool {
+    let why = netns_unusable()
+        .or_else(|| (!braid::lab::serial::have_ping()).then_some("`ping` not found"));
+    runs(what, "network namespaces, a TUN device and ping", why)
 }
