@@ -177,16 +177,23 @@ impl Pair {
     }
 }
 
-/// An IPv4/UDP packet of `len` bytes (at least 36) whose payload starts with `seq`.
-pub fn udp_packet(seq: u64, len: usize, sport: u16, dport: u16) -> Vec<u8> {
-    let len = len.max(36);
+/// A zeroed IPv4 packet of `len` bytes from 10.200.0.1 to 10.200.0.2 with a 20-byte
+/// header for `protocol`.
+fn ipv4(len: usize, protocol: u8) -> Vec<u8> {
     let mut p = vec![0u8; len];
     p[0] = 0x45;
     p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
     p[8] = 64;
-    p[9] = 17;
+    p[9] = protocol;
     p[12..16].copy_from_slice(&[10, 200, 0, 1]);
     p[16..20].copy_from_slice(&[10, 200, 0, 2]);
+    p
+}
+
+/// An IPv4/UDP packet of `len` bytes (at least 36) whose payload starts with `seq`.
+pub fn udp_packet(seq: u64, len: usize, sport: u16, dport: u16) -> Vec<u8> {
+    let len = len.max(36);
+    let mut p = ipv4(len, 17);
     p[20..22].copy_from_slice(&sport.to_be_bytes());
     p[22..24].copy_from_slice(&dport.to_be_bytes());
     p[24..26].copy_from_slice(&((len - 20) as u16).to_be_bytes());
@@ -197,14 +204,7 @@ pub fn udp_packet(seq: u64, len: usize, sport: u16, dport: u16) -> Vec<u8> {
 /// An IPv4/TCP segment from 10.200.0.1:`sport` to 10.200.0.2:5201: a 20-byte TCP header
 /// with `flags` and sequence number `seq`, then `payload` zero bytes.
 pub fn tcp_packet(seq: u32, payload: usize, sport: u16, flags: u8) -> Vec<u8> {
-    let len = 40 + payload;
-    let mut p = vec![0u8; len];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-    p[8] = 64;
-    p[9] = 6;
-    p[12..16].copy_from_slice(&[10, 200, 0, 1]);
-    p[16..20].copy_from_slice(&[10, 200, 0, 2]);
+    let mut p = ipv4(40 + payload, 6);
     p[20..22].copy_from_slice(&sport.to_be_bytes());
     p[22..24].copy_from_slice(&5201u16.to_be_bytes());
     p[24..28].copy_from_slice(&seq.to_be_bytes());
