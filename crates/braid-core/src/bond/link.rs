@@ -108,6 +108,8 @@ pub(crate) struct Link {
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
     pub(crate) downs: u64,
+    /// The largest datagram sent on this path, bytes.
+    pub(crate) largest_sent: usize,
     /// When the peer last acknowledged data on this path (or the path last came up).
     pub(crate) last_ack: Instant,
 }
@@ -148,6 +150,7 @@ impl Link {
             tx_packets: 0,
             tx_bytes: 0,
             downs: 0,
+            largest_sent: 0,
             last_ack: now,
         }
     }
@@ -168,12 +171,27 @@ impl Link {
     }
 
     /// How long data may go unacknowledged before the path counts as stalled: twice
-    /// the smoothed RTT plus the receiver's ack delay and some slack.
+    /// the smoothed RTT plus the receiver's ack delay, a serial line's frame time and
+    /// some slack.
     fn stall_timeout(&self) -> Duration {
         let srtt = self.srtt().unwrap_or(Duration::from_millis(100));
         // The peer's ack delay is taken to be this end's: both ends of a serial line
         // derive it from the same baud and MTU, UDP paths use ACK_DELAY on both.
-        srtt * 2 + self.rx.ack_delay + STALL_SLACK
+        srtt * 2 + self.rx.ack_delay + self.frames_time() + STALL_SLACK
+    }
+
+    /// On a fixed-rate path (a serial line), the line time of two of its largest frames:
+    /// the oldest unacknowledged frame may wait behind one on the wire and takes a frame
+    /// time itself, and an RTT learnt from probes (small frames) includes neither. At
+    /// 115200 bd with 900-byte frames these are 160 ms, and without them the first data
+    /// after an idle spell (RTT 16 ms from probes) counted as stalled at 390 ms, before
+    /// its ack (due 430 ms) could come, and the line's queue was handed to the others.
+    fn frames_time(&self) -> Duration {
+        let bps = self.cc.pacing_rate_bps();
+        if !self.cfg.fixed_rate || bps == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(2 * self.largest_sent as u64 * 8_000_000 / bps)
     }
 
     /// Data is in flight and nothing has been acknowledged for [`Self::stall_timeout`]:
@@ -199,6 +217,11 @@ impl Link {
     /// before that, the pacing rate or what the congestion window lets through per
     /// round trip, whichever is lower (a new path on a long RTT is window-limited).
     pub(crate) fn drain_rate_bps(&self) -> u64 {
+        if self.cfg.fixed_rate && self.cfg.bps > 0 {
+            // A serial line: it drains at its pace, whatever acks suggest (a delayed
+            // ack covering several frames reads as a burst far above the line's rate).
+            return self.cc.pacing_rate_bps();
+        }
         let capacity = self.cc.capacity_bps();
         // Before Startup has found the capacity, an estimate from a few app-limited
         // packets can be far too low, and a scheduler that believed it would starve the

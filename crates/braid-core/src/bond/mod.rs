@@ -312,8 +312,9 @@ impl Bond {
     /// kernel would queue on that slave (and drop once its queue is full), braid offers
     /// the packet to the policy's next choice. A striping policy's queues are reordering
     /// the receiver must wait out, so "full" is far below the drop limit. If every path
-    /// is full, the first choice stands. Only for policies that neither pin flows (a flow
-    /// would move) nor weigh queues themselves.
+    /// is full, the packet goes to the one whose queue empties first (the kernel would
+    /// queue it on the policy's choice, however long that slave's queue). Only for
+    /// policies that neither pin flows (a flow would move) nor weigh queues themselves.
     fn pass_on(&mut self, now: Instant, packet: &[u8], first: Choice) -> Choice {
         let mut choice = first;
         for _ in 0..self.links.len() {
@@ -327,10 +328,20 @@ impl Bond {
             }
             choice = self.scheduler.choose(now, packet, &self.states);
         }
-        match choice {
-            Choice::One(id) if !self.queue_over(id, PASS_ON_DELAY) => choice,
+        match (first, choice) {
+            (Choice::One(_), Choice::One(id)) if !self.queue_over(id, PASS_ON_DELAY) => choice,
+            (Choice::One(_), _) => self.soonest_empty().map_or(first, Choice::One),
             _ => first,
         }
+    }
+
+    /// The up path whose queue empties first at its drain rate.
+    fn soonest_empty(&self) -> Option<PathId> {
+        self.links
+            .iter()
+            .filter(|l| l.is_up())
+            .min_by_key(|l| l.queue_delay())
+            .map(|l| l.id)
     }
 
     fn copy_into_buffer(&mut self, packet: &[u8]) -> Vec<u8> {
@@ -646,6 +657,7 @@ impl Bond {
         link.next_path_seq = path_seq.wrapping_add(1);
         link.tx_packets += 1;
         link.tx_bytes += len as u64;
+        link.largest_sent = link.largest_sent.max(len);
         if link.cc.inflight_bytes() == 0 {
             // The stall clock starts with the first packet after an idle spell.
             link.last_ack = now;

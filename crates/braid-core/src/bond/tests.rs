@@ -685,3 +685,87 @@ fn serial_bonds_wait_the_queue_and_two_frames_for_a_gap_from_the_start() {
     capped.run_until(Instant::from_millis(1000), |_| {});
     assert_eq!(capped.b.status().reorder_deadline_us, 100_000);
 }
+
+#[test]
+fn when_every_path_is_full_the_one_that_empties_first_takes_the_packet() {
+    let cfg = BondConfig {
+        scheduler: SchedulerConfig::Eql,
+        ..BondConfig::default()
+    };
+    let mut pair = Pair::new(cfg);
+    // Configured alike, but one carries 1 Mbit/s. It is enslaved last, so it heads
+    // EQL's list and wins EQL's ties.
+    for (name, mbit, seed) in [("fast", 4, 1), ("slow", 1, 2)] {
+        let config = PathConfig {
+            bps: 4 * MBIT,
+            ..path(name)
+        };
+        pair.add_path(config, link(mbit, 5, seed));
+    }
+    // Both paths learn their capacity (6 Mbit/s offered to 5), then rest.
+    let mut src = Source::new(6, 1000, 4000);
+    pair.run_until(Instant::from_millis(6000), |p| src.feed(p));
+    let before = pair.a.status().counters.drop_queue;
+    // A burst of 48 1200-byte packets: within the 100 ms queue limit there is room for
+    // 10 on the slow path and 41 on the fast one. Once both queues hold 20 ms, EQL's turn
+    // would give the slow path every other packet, and drop most of them.
+    let mut sent = false;
+    pair.run_until(Instant::from_millis(7000), |p| {
+        if !sent {
+            let now = p.now;
+            (0..48).for_each(|i| {
+                p.a.handle_tun_packet(now, &udp_packet(i, 1200, 40000, 5001))
+            });
+            sent = true;
+        }
+    });
+    let dropped = pair.a.status().counters.drop_queue - before;
+    assert!(dropped <= 2, "{dropped} of 48 dropped");
+}
+
+#[test]
+fn a_serial_line_is_not_stalled_while_its_first_frames_cross() {
+    // Two 92 kbit/s lines that hold their acks 350 ms (as `serial_ack_delay` does at
+    // 115200 bd). Probes (small frames, one a second as on a slow line) teach an RTT of
+    // ~5 ms; a 1420-byte frame takes 123 ms on the line, so the first ack comes ~480 ms
+    // after the first frame leaves.
+    let line = |name: &str| PathConfig {
+        name: name.into(),
+        bps: 92_000,
+        fixed_rate: true,
+        ack_delay: Some(Duration::from_millis(350)),
+        ..PathConfig::default()
+    };
+    let mut pair = Pair::new(BondConfig {
+        health: HealthConfig {
+            probe_interval: Duration::from_secs(1),
+            ..HealthConfig::default()
+        },
+        queue_max_delay: Duration::from_secs(2),
+        reorder_max: Duration::from_secs(2),
+        ..BondConfig::default()
+    });
+    for (name, seed) in [("s0", 1), ("s1", 2)] {
+        let emu = EmuConfig {
+            rate_bps: 92_000,
+            queue_bytes: 64_000,
+            ..link(0, 1, seed)
+        };
+        pair.add_path(line(name), emu);
+    }
+    pair.run_until(Instant::from_millis(5000), |_| {});
+    let mut sent = false;
+    pair.run_until(Instant::from_millis(10_000), |p| {
+        if !sent {
+            let now = p.now;
+            (0..16).for_each(|i| {
+                p.a.handle_tun_packet(now, &udp_packet(i, 1400, 40000, 5001))
+            });
+            sent = true;
+        }
+    });
+    let st = pair.a.status();
+    // No line was taken for stalled and had its queue handed to the other.
+    assert_eq!(st.counters.rescheduled, 0, "{:?}", st.counters);
+    assert_eq!(pair.delivered_b.len(), 16);
+}
