@@ -300,15 +300,32 @@ pub fn serial_defaults(paths: &[PathSettings]) -> Option<SerialDefaults> {
         .filter(|s| s.mode == SerialMode::Bond);
     let slowest_frame_us = lines
         .clone()
-        .map(|s| (s.mtu as u64 + 2) * 10 * 1_000_000 / u64::from(s.baud.max(1)))
+        .map(|s| frame_micros(s.baud, s.mtu as u64 + 2))
         .max()?;
-    let min_baud = lines.map(|s| u64::from(s.baud.max(1))).min()?;
-    let ms = |x: u64, lo: u64| Duration::from_millis(x.clamp(lo, 10_000));
-    Some(SerialDefaults {
-        probe_interval: ms(36_000_000 / min_baud, 100),
-        reorder_max: ms(20 * slowest_frame_us / 1000, 200),
-        queue_max_delay: ms(8 * slowest_frame_us / 1000, 100),
-    })
+    let min_baud = lines.map(|s| s.baud).min()?;
+    Some(SerialDefaults::from_frame(min_baud, slowest_frame_us))
+}
+
+/// Line time of `bytes` at `baud` with 8N1 framing (10 bits a byte), µs.
+fn frame_micros(baud: u32, bytes: u64) -> u64 {
+    bytes * 10 * 1_000_000 / u64::from(baud.max(1))
+}
+
+impl SerialDefaults {
+    /// The defaults for lines of `baud` carrying frames of `frame_bytes` line bytes (the
+    /// lab's tables, whose TCP segments are smaller than the line's MTU, use this).
+    pub fn for_line(baud: u32, frame_bytes: u64) -> Self {
+        Self::from_frame(baud, frame_micros(baud, frame_bytes))
+    }
+
+    fn from_frame(min_baud: u32, frame_us: u64) -> Self {
+        let ms = |x: u64, lo: u64| Duration::from_millis(x.clamp(lo, 10_000));
+        SerialDefaults {
+            probe_interval: ms(36_000_000 / u64::from(min_baud.max(1)), 100),
+            reorder_max: ms(20 * frame_us / 1000, 200),
+            queue_max_delay: ms(8 * frame_us / 1000, 100),
+        }
+    }
 }
 
 /// The core's [`PathConfig`] for a path of that name, speed and priority.

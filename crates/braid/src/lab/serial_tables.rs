@@ -310,19 +310,19 @@ impl RowResult {
     }
 }
 
-/// `[bond]` keys for lines of `baud` carrying packets of `mtu`: probes take at most ~1%
-/// of a line (36 line bytes per interval), braid's queue holds 8 packet times and the
-/// reorder wait 20 (as `config::serial_defaults`; the queue and the line's buffer: a
-/// packet on one line may be that late against the next one on another). The lines are the
-/// lab's own, trusted: `encryption = "none"`, so CSLIP can compress the inner headers (a
-/// sealed datagram is opaque to it).
+/// `[bond]` keys for lines of `baud` carrying packets of `mtu`: the daemon's serial
+/// defaults (`config::serial_defaults`: probes ~1% of a line, braid's queue 8 frame
+/// times, the reorder wait 20) for the frames these rows send, `mtu` plus braid's header
+/// and SLIP's two ENDs, not the line's MTU. The lines are the lab's own, trusted:
+/// `encryption = "none"`, so CSLIP can compress the inner headers (a sealed datagram is
+/// opaque to it).
 pub fn bond_keys(baud: u32, mtu: u32) -> String {
-    let packet_ms = u64::from(mtu + 22) * 10 * 1000 / u64::from(baud.max(1));
-    let probe = (36_000_000 / u64::from(baud.max(1))).clamp(100, 10_000);
-    let queue = (8 * packet_ms).clamp(100, 10_000);
-    let reorder = (20 * packet_ms).clamp(200, 10_000);
+    let d = crate::config::SerialDefaults::for_line(baud, u64::from(mtu) + 22);
     format!(
-        "encryption = \"none\"\nprobe_interval_ms = {probe}\nqueue_max_delay_ms = {queue}\nreorder_max_ms = {reorder}\n"
+        "encryption = \"none\"\nprobe_interval_ms = {}\nqueue_max_delay_ms = {}\nreorder_max_ms = {}\n",
+        d.probe_interval.as_millis(),
+        d.queue_max_delay.as_millis(),
+        d.reorder_max.as_millis()
     )
 }
 
@@ -362,7 +362,9 @@ pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let names: Vec<String> = (0..r.lines).map(|i| format!("s{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     // Two probes up, at the row's probe interval.
-    let probe_s = (36_000_000 / u64::from(r.baud)).clamp(100, 10_000) as f64 / 1000.0;
+    let probe_s = crate::config::SerialDefaults::for_line(r.baud, 0)
+        .probe_interval
+        .as_secs_f64();
     d.wait_paths_up(&names, Duration::from_secs_f64(15.0 + 4.0 * probe_s))?;
     let dst = std::net::Ipv4Addr::new(10, 200, 0, 2);
     let rtt_ms = if t.kind == Kind::Slip {
@@ -564,9 +566,10 @@ mod tests {
 
     #[test]
     fn bond_keys_scale_with_the_line() {
+        // 1422-byte frames at 115200 bd: 123.4 ms each; queue 8 of them, reorder wait 20.
         assert_eq!(
             bond_keys(115_200, 1400),
-            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 984\nreorder_max_ms = 2460\n"
+            "encryption = \"none\"\nprobe_interval_ms = 312\nqueue_max_delay_ms = 987\nreorder_max_ms = 2468\n"
         );
         assert_eq!(
             bond_keys(2400, 1400),
