@@ -330,16 +330,16 @@ impl Bond {
         }
         match (first, choice) {
             (Choice::One(_), Choice::One(id)) if !self.queue_over(id, PASS_ON_DELAY) => choice,
-            (Choice::One(_), _) => self.soonest_empty().map_or(first, Choice::One),
+            (Choice::One(_), _) => self.soonest_empty(now).map_or(first, Choice::One),
             _ => first,
         }
     }
 
-    /// The up path whose queue empties first at its drain rate.
-    fn soonest_empty(&self) -> Option<PathId> {
+    /// The usable path whose queue empties first at its drain rate.
+    fn soonest_empty(&self, now: Instant) -> Option<PathId> {
         self.links
             .iter()
-            .filter(|l| l.is_up())
+            .filter(|l| l.is_up() && !l.stalled(now))
             .min_by_key(|l| l.queue_delay())
             .map(|l| l.id)
     }

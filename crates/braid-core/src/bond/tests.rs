@@ -707,8 +707,10 @@ fn when_every_path_is_full_the_one_that_empties_first_takes_the_packet() {
     pair.run_until(Instant::from_millis(6000), |p| src.feed(p));
     let before = pair.a.status().counters.drop_queue;
     // A burst of 48 1200-byte packets: within the 100 ms queue limit there is room for
-    // 10 on the slow path and 41 on the fast one. Once both queues hold 20 ms, EQL's turn
-    // would give the slow path every other packet, and drop most of them.
+    // 10 on the slow path and 41 on the fast one. Once both queues held 20 ms, EQL's
+    // choice stood, and was the slow path's (pass-on asks EQL about every path, which
+    // charges each alike, so its tie rule decides): 28 were dropped while the fast one
+    // had room.
     let mut sent = false;
     pair.run_until(Instant::from_millis(7000), |p| {
         if !sent {
