@@ -187,11 +187,14 @@ impl Link {
     /// after an idle spell (RTT 16 ms from probes) counted as stalled at 390 ms, before
     /// its ack (due 430 ms) could come, and the line's queue was handed to the others.
     fn frames_time(&self) -> Duration {
-        let bps = self.cc.pacing_rate_bps();
-        if !self.cfg.fixed_rate || bps == 0 {
-            return Duration::ZERO;
-        }
-        Duration::from_micros(2 * self.largest_sent as u64 * 8_000_000 / bps)
+        self.line_time(2 * self.largest_sent as u64)
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// How long `bytes` take on a fixed-rate path (a serial line); None on others.
+    pub(crate) fn line_time(&self, bytes: u64) -> Option<Duration> {
+        (self.cfg.fixed_rate && self.cfg.bps > 0)
+            .then(|| Duration::from_micros(bytes * 8_000_000 / self.cfg.bps))
     }
 
     /// Data is in flight and nothing has been acknowledged for [`Self::stall_timeout`]:
@@ -205,6 +208,11 @@ impl Link {
             // counts as lost and the path may try again: otherwise a path that stalled
             // would never be given the packet that lets it recover.
             && !self.cc.inflight_expired(now)
+    }
+
+    /// Up and not stalled: the path may take packets.
+    pub(crate) fn usable(&self, now: Instant) -> bool {
+        self.is_up() && !self.stalled(now)
     }
 
     /// When the path will count as stalled if no ack comes.
@@ -285,7 +293,7 @@ impl Link {
     pub(crate) fn state(&self, now: Instant) -> PathState {
         PathState {
             id: self.id,
-            usable: self.is_up() && !self.stalled(now),
+            usable: self.usable(now),
             bps: self.cfg.bps,
             rate_bps: self.drain_rate_bps(),
             queued_bytes: self.queued_bytes,

@@ -339,7 +339,7 @@ impl Bond {
     fn soonest_empty(&self, now: Instant) -> Option<PathId> {
         self.links
             .iter()
-            .filter(|l| l.is_up() && !l.stalled(now))
+            .filter(|l| l.usable(now))
             .min_by_key(|l| l.queue_delay())
             .map(|l| l.id)
     }
@@ -781,9 +781,8 @@ impl Bond {
         if up.clone().count() < 2 {
             return Duration::ZERO;
         }
-        let frame_bits = (self.cfg.mtu as u64 + DATA_HEADER_LEN as u64) * 8;
-        up.filter(|l| l.cfg.fixed_rate && l.cfg.bps > 0)
-            .map(|l| Duration::from_micros(2 * frame_bits * 1_000_000 / l.cfg.bps))
+        let frame = self.cfg.mtu as u64 + DATA_HEADER_LEN as u64;
+        up.filter_map(|l| l.line_time(2 * frame))
             .max()
             .map_or(Duration::ZERO, |frames| self.cfg.queue_max_delay + frames)
     }

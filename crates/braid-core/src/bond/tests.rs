@@ -711,61 +711,62 @@ fn when_every_path_is_full_the_one_that_empties_first_takes_the_packet() {
     // choice stood, and was the slow path's (pass-on asks EQL about every path, which
     // charges each alike, so its tie rule decides): 28 were dropped while the fast one
     // had room.
-    let mut sent = false;
-    pair.run_until(Instant::from_millis(7000), |p| {
-        if !sent {
-            let now = p.now;
-            (0..48).for_each(|i| {
-                p.a.handle_tun_packet(now, &udp_packet(i, 1200, 40000, 5001))
-            });
-            sent = true;
-        }
-    });
+    burst(&mut pair, 48, 1200);
+    pair.run_until(Instant::from_millis(7000), |_| {});
     let dropped = pair.a.status().counters.drop_queue - before;
     assert!(dropped <= 2, "{dropped} of 48 dropped");
 }
 
-#[test]
-fn a_serial_line_is_not_stalled_while_its_first_frames_cross() {
-    // Two 92 kbit/s lines that hold their acks 350 ms (as `serial_ack_delay` does at
-    // 115200 bd). Probes (small frames, one a second as on a slow line) teach an RTT of
-    // ~5 ms; a 1420-byte frame takes 123 ms on the line, so the first ack comes ~480 ms
-    // after the first frame leaves.
-    let line = |name: &str| PathConfig {
-        name: name.into(),
-        bps: 92_000,
-        fixed_rate: true,
-        ack_delay: Some(Duration::from_millis(350)),
-        ..PathConfig::default()
-    };
+/// A pair joined by two 92 kbit/s lines (fixed rate, emulated at that rate) whose
+/// receivers hold their acks 350 ms, as `serial_ack_delay` does at 115200 bd.
+fn two_serial_lines(cfg: BondConfig) -> Pair {
     let mut pair = Pair::new(BondConfig {
-        health: HealthConfig {
-            probe_interval: Duration::from_secs(1),
-            ..HealthConfig::default()
-        },
         queue_max_delay: Duration::from_secs(2),
         reorder_max: Duration::from_secs(2),
-        ..BondConfig::default()
+        ..cfg
     });
     for (name, seed) in [("s0", 1), ("s1", 2)] {
+        let line = PathConfig {
+            name: name.into(),
+            bps: 92_000,
+            fixed_rate: true,
+            ack_delay: Some(Duration::from_millis(350)),
+            ..PathConfig::default()
+        };
         let emu = EmuConfig {
             rate_bps: 92_000,
             queue_bytes: 64_000,
             ..link(0, 1, seed)
         };
-        pair.add_path(line(name), emu);
+        pair.add_path(line, emu);
     }
-    pair.run_until(Instant::from_millis(5000), |_| {});
-    let mut sent = false;
-    pair.run_until(Instant::from_millis(10_000), |p| {
-        if !sent {
-            let now = p.now;
-            (0..16).for_each(|i| {
-                p.a.handle_tun_packet(now, &udp_packet(i, 1400, 40000, 5001))
-            });
-            sent = true;
-        }
+    pair
+}
+
+/// `n` UDP packets of `size` bytes into A's TUN at once.
+fn burst(pair: &mut Pair, n: u64, size: usize) {
+    let now = pair.now;
+    for i in 0..n {
+        pair.a
+            .handle_tun_packet(now, &udp_packet(i, size, 40000, 5001));
+    }
+}
+
+#[test]
+fn a_serial_line_is_not_stalled_while_its_first_frames_cross() {
+    // Probes (small frames, one a second as on a slow line) teach an RTT of ~5 ms; a
+    // 1420-byte frame takes 123 ms on the line, so the first ack comes ~480 ms after the
+    // first frame leaves.
+    let mut pair = two_serial_lines(BondConfig {
+        health: HealthConfig {
+            probe_interval: Duration::from_secs(1),
+            ..HealthConfig::default()
+        },
+        ..BondConfig::default()
     });
+    pair.run_until(Instant::from_millis(5000), |_| {});
+    burst(&mut pair, 16, 1400);
+    pair.run_until(Instant::from_millis(10_000), |_| {});
     let st = pair.a.status();
     // No line was taken for stalled and had its queue handed to the other.
     assert_eq!(st.counters.rescheduled, 0, "{:?}", st.counters);
@@ -776,26 +777,7 @@ fn a_serial_line_is_not_stalled_while_its_first_frames_cross() {
 fn a_serial_lines_queue_is_timed_at_its_pace_not_at_the_ack_estimate() {
     // Delayed acks that cover several frames read as bursts: the capacity estimate of a
     // 92 kbit/s line came out at 95-222 kbit/s in the lab. Its queue drains at its pace.
-    let line = |name: &str| PathConfig {
-        name: name.into(),
-        bps: 92_000,
-        fixed_rate: true,
-        ack_delay: Some(Duration::from_millis(350)),
-        ..PathConfig::default()
-    };
-    let mut pair = Pair::new(BondConfig {
-        queue_max_delay: Duration::from_secs(2),
-        reorder_max: Duration::from_secs(2),
-        ..BondConfig::default()
-    });
-    for (name, seed) in [("s0", 1), ("s1", 2)] {
-        let emu = EmuConfig {
-            rate_bps: 92_000,
-            queue_bytes: 64_000,
-            ..link(0, 1, seed)
-        };
-        pair.add_path(line(name), emu);
-    }
+    let mut pair = two_serial_lines(BondConfig::default());
     let mut src = Source::new(0, 1000, 9000);
     src.rate_bps = 250_000;
     pair.run_until(Instant::from_millis(9000), |p| src.feed(p));

@@ -317,13 +317,19 @@ impl RowResult {
 /// `encryption = "none"`, so CSLIP can compress the inner headers (a sealed datagram is
 /// opaque to it).
 pub fn bond_keys(baud: u32, mtu: u32) -> String {
-    let d = crate::config::SerialDefaults::for_line(baud, u64::from(mtu) + 22);
+    let d = row_defaults(baud, mtu);
     format!(
         "encryption = \"none\"\nprobe_interval_ms = {}\nqueue_max_delay_ms = {}\nreorder_max_ms = {}\n",
         d.probe_interval.as_millis(),
         d.queue_max_delay.as_millis(),
         d.reorder_max.as_millis()
     )
+}
+
+/// The daemon's serial defaults for lines of `baud` carrying `mtu`-byte packets (frames
+/// of `mtu` + braid's 20-byte header + SLIP's two ENDs).
+fn row_defaults(baud: u32, mtu: u32) -> crate::config::SerialDefaults {
+    crate::config::SerialDefaults::for_line(baud, u64::from(mtu) + 22)
 }
 
 /// The scenario (daemon configs only) of one row.
@@ -362,9 +368,7 @@ pub fn run_row(t: &Table, r: &Row, braid: &Path) -> Result<RowResult> {
     let names: Vec<String> = (0..r.lines).map(|i| format!("s{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     // Two probes up, at the row's probe interval.
-    let probe_s = crate::config::SerialDefaults::for_line(r.baud, 0)
-        .probe_interval
-        .as_secs_f64();
+    let probe_s = row_defaults(r.baud, r.mtu).probe_interval.as_secs_f64();
     d.wait_paths_up(&names, Duration::from_secs_f64(15.0 + 4.0 * probe_s))?;
     let dst = std::net::Ipv4Addr::new(10, 200, 0, 2);
     let rtt_ms = if t.kind == Kind::Slip {
