@@ -72,6 +72,12 @@ pub enum Command {
         /// control socket to create [default: /run/braid/<interface>.sock]
         #[arg(long, value_name = "PATH")]
         control: Option<PathBuf>,
+        /// log more: debug lines too
+        #[arg(long, short, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+        verbose: u8,
+        /// log less: warnings and errors only (-qq: errors only)
+        #[arg(long, short, action = clap::ArgAction::Count)]
+        quiet: u8,
     },
     /// Check a config file and exit (0 if valid).
     Check {
@@ -165,6 +171,19 @@ pub fn set_request(name: &str, settings: &[String]) -> anyhow::Result<Value> {
     Ok(json!({"cmd": "set", "name": name, "bps": bps}))
 }
 
+/// A command's result that is not an error but a non-zero exit status (`braid status`
+/// of a degraded bond): nothing more is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit(pub u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit status {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
+
 /// Write to stdout; a closed pipe (`braid status | head`) is not an error.
 fn print_out(s: &str) -> anyhow::Result<()> {
     use std::io::Write;
@@ -182,7 +201,13 @@ fn load(config: &Path) -> anyhow::Result<Config> {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Up { config, control } => {
+        Command::Up {
+            config,
+            control,
+            verbose,
+            quiet,
+        } => {
+            crate::log::init(verbose, quiet);
             let cfg = load(&config)?;
             daemon::run(&cfg, control.as_deref())
         }
@@ -208,7 +233,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             if !out.ends_with('\n') {
                 out.push('\n');
             }
-            print_out(&out)
+            print_out(&out)?;
+            match status::health(&resp).exit_code() {
+                0 => Ok(()),
+                code => Err(Exit(code).into()),
+            }
         }
         Command::Enslave {
             name,
@@ -299,7 +328,7 @@ mod tests {
         let c = Cli::try_parse_from(["braid", "up", "--config", "x.toml", "--control", "/tmp/s"])
             .unwrap();
         assert!(
-            matches!(c.command, Command::Up { ref config, control: Some(_) } if config == Path::new("x.toml"))
+            matches!(c.command, Command::Up { ref config, control: Some(_), .. } if config == Path::new("x.toml"))
         );
         let c = Cli::try_parse_from([
             "braid",

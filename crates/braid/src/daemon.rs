@@ -20,13 +20,16 @@ use serde_json::{json, Value};
 
 use crate::config::{self, termios_baud, Config, Transport, UdpSettings};
 use crate::control::{self, ControlServer, Request};
+use crate::log::{dlog, dwarn, Level};
 use crate::seal::{Incoming, Sealer};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
 use crate::sys::udp::{self, ErrorKind};
 
+mod notices;
 mod serial;
+use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
 
 /// Most packets read from one fd per loop turn.
@@ -57,16 +60,6 @@ impl Clock {
             u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX / 4),
         )
     }
-}
-
-/// Log a line to stderr with the daemon's uptime, dmesg style.
-pub fn log(now: Instant, msg: std::fmt::Arguments<'_>) {
-    let us = now.as_micros();
-    eprintln!("[{:>6}.{:03}] {msg}", us / 1_000_000, (us / 1000) % 1000);
-}
-
-macro_rules! dlog {
-    ($now:expr, $($arg:tt)*) => { log($now, format_args!($($arg)*)) };
 }
 
 /// Counters of the IO layer (not the bond's), shown by `status`.
@@ -217,7 +210,8 @@ impl PathIo {
         match res {
             Ok(again) => {
                 if self.last_error.take().is_some() {
-                    dlog!(now, "path {}: {again}", self.name);
+                    let line = format!("path {}: {again}", self.name);
+                    crate::log::limited(now, Level::Info, &line.clone(), line);
                 }
                 true
             }
@@ -233,12 +227,13 @@ impl PathIo {
     /// later.
     fn fail(&mut self, now: Instant, msg: String) {
         if self.last_error.as_deref() != Some(msg.as_str()) {
-            dlog!(
-                now,
+            // A dead uplink fails and re-opens twice a second: said once, then summed up.
+            let line = format!(
                 "path {}: {msg}; retrying every {}s",
                 self.name,
                 SOCKET_RETRY.as_secs()
             );
+            crate::log::limited(now, Level::Warn, &line.clone(), line);
         }
         match &mut self.carrier {
             Carrier::Udp(u) => u.sock = None,
@@ -304,6 +299,8 @@ pub struct Daemon {
     tun: Tun,
     paths: Vec<PathIo>,
     sealer: Sealer,
+    /// What the daemon says about the peer's handshakes and sessions.
+    notices: Notices,
     control: ControlServer,
     signals: Signals,
     interface: String,
@@ -362,8 +359,11 @@ impl Daemon {
             let (shaper, warnings) =
                 braid_core::shape::Shaper::new(&shape.spec, 0, b.core.mtu, now)
                     .map_err(|e| anyhow::anyhow!("shape: {e}"))?;
-            for n in shape.notes.iter().chain(&warnings) {
+            for n in &shape.notes {
                 dlog!(now, "shape: {n}");
+            }
+            for w in &warnings {
+                dwarn!(now, "shape: {w}");
             }
             dlog!(
                 now,
@@ -383,7 +383,7 @@ impl Daemon {
                 Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, p.emulate.clone()),
                 Transport::Serial(s) => {
                     if termios_baud(s.baud) != s.baud {
-                        dlog!(
+                        dwarn!(
                             now,
                             "path {}: {} bd is not a standard rate: {} is opened at {} bd and braid paces at {} bd (right for a pty or a modem with its own line rate; on a plain UART the line would run at {} bd)",
                             p.name,
@@ -410,9 +410,9 @@ impl Daemon {
         let bufsize = b.core.mtu + DATA_HEADER_LEN + 64;
         let sealer = Sealer::new(cfg, now);
         if !sealer.enabled() {
-            dlog!(
+            dwarn!(
                 now,
-                "braid: WARNING: encryption = \"none\": anyone who can reach a path's port can inject packets into {}",
+                "braid: encryption = \"none\": anyone who can reach a path's port can inject packets into {}",
                 b.interface
             );
         }
@@ -421,6 +421,7 @@ impl Daemon {
             bond,
             tun,
             paths,
+            notices: Notices::new(&sealer, now),
             sealer,
             control,
             signals,
@@ -537,6 +538,7 @@ impl Daemon {
             }
         };
         merge(self.sealer.poll_timeout());
+        merge(crate::log::next_repeat_due());
         for p in &self.paths {
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
             if !p.is_open() {
@@ -585,7 +587,7 @@ impl Daemon {
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
-        let (bond, sealer) = (&mut self.bond, &mut self.sealer);
+        let (bond, sealer, notices) = (&mut self.bond, &mut self.sealer, &mut self.notices);
         let id = p.id;
         if let Carrier::Serial(s) = &mut p.carrier {
             if s.is_raw_ip() {
@@ -617,6 +619,7 @@ impl Daemon {
                     Incoming::Reply(r) => replies.push(r.to_vec()),
                     Incoming::Drop => {}
                 }
+                notices.after_incoming(now, &p.name, None, sealer);
             });
             for r in &replies {
                 s.send_as(r, true);
@@ -645,6 +648,7 @@ impl Daemon {
                         Incoming::Reply(r) => reply = Some((src, r.to_vec())),
                         Incoming::Drop => {}
                     }
+                    notices.after_incoming(now, &p.name, Some(src), sealer);
                     if *remote != was {
                         dlog!(now, "path {}: peer moved {was} -> {}", p.name, *remote);
                     }
@@ -674,6 +678,7 @@ impl Daemon {
 
     /// Timers, then everything the bond and the emulators have to send or deliver.
     fn turn_output(&mut self, now: Instant) {
+        crate::log::flush_repeats(now);
         for p in &mut self.paths {
             if !p.is_open() && p.retry_at <= now {
                 p.try_open(now);
@@ -685,6 +690,7 @@ impl Daemon {
         if self.sealer.poll_timeout().is_some_and(|t| t <= now) {
             self.sealer.handle_timeout(now);
         }
+        self.notices.tick(now, &self.sealer);
         while let Some(d) = self.sealer.poll_transmit(now) {
             for p in self.paths.iter_mut().filter(|p| p.is_open()) {
                 let to = match &p.carrier {
@@ -747,16 +753,16 @@ impl Daemon {
             }
         }
         while let Some(ev) = self.bond.poll_event() {
-            let (id, what) = match ev {
-                Event::PathUp(id) => (id, "up"),
-                Event::PathDown(id) => (id, "down"),
+            let (id, what, level) = match ev {
+                Event::PathUp(id) => (id, "up", Level::Info),
+                Event::PathDown(id) => (id, "down", Level::Warn),
             };
             let name = self
                 .paths
                 .iter()
                 .find(|p| p.id == id)
                 .map_or("?", |p| p.name.as_str());
-            dlog!(now, "path {name} ({id}) {what}");
+            crate::log::write(now, level, format_args!("path {name} ({id}) {what}"));
         }
     }
 
@@ -766,6 +772,7 @@ impl Daemon {
             bond,
             paths,
             sealer,
+            notices,
             interface,
             address,
             tun_write_errors,
@@ -791,6 +798,11 @@ impl Daemon {
                     }
                     if v.get("status").is_some() && v.get("io").is_some() {
                         v["encryption"] = sealer.status_json(now);
+                        if sealer.enabled() {
+                            v["encryption"]["latest_handshake_age_us"] = json!(notices
+                                .handshake_age(now)
+                                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)));
+                        }
                     }
                     v
                 }
@@ -901,6 +913,7 @@ fn handle_request(
             let io: Vec<Value> = paths.iter().map(|p| p.io_json(now)).collect();
             json!({
                 "ok": true,
+                "version": crate::status::JSON_VERSION,
                 "interface": interface,
                 "address": address,
                 "uptime_us": now.as_micros(),
@@ -1080,6 +1093,7 @@ mod tests {
         assert_eq!(s["status"]["paths"][1]["bps"], 5000);
         assert_eq!(s["io"][1]["name"], "b");
         assert_eq!(s["interface"], "braid0");
+        assert_eq!(s["version"], crate::status::JSON_VERSION);
         assert_eq!(
             err_of(&req(
                 &mut bond,

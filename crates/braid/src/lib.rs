@@ -8,6 +8,7 @@
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
 //! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
+//! | [`log`] | the daemon's log lines: levels, the journal's `<N>` prefix, repeats |
 //! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
 //! | [`status`] | `braid status`'s table |
@@ -21,6 +22,7 @@ pub mod control;
 pub mod daemon;
 pub mod keys;
 pub mod lab;
+pub mod log;
 pub mod seal;
 pub mod status;
 pub mod sys;

@@ -6,6 +6,9 @@ fn main() -> std::process::ExitCode {
     match braid::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            if let Some(braid::cli::Exit(code)) = e.downcast_ref::<braid::cli::Exit>() {
+                return std::process::ExitCode::from(*code);
+            }
             eprintln!("braid: {e:#}");
             std::process::ExitCode::FAILURE
         }

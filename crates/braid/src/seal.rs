@@ -111,6 +111,8 @@ pub struct Sealer {
     /// Handshake budget: tokens (in µs of refill time) and when last refilled.
     hs_budget_us: u64,
     hs_refilled: Instant,
+    /// Why the tunnel refused the last datagram (for the daemon's log).
+    last_rejected: Option<Rejected>,
 }
 
 impl std::fmt::Debug for Sealer {
@@ -151,6 +153,7 @@ impl Sealer {
             window_bits,
             hs_budget_us: HANDSHAKE_BURST * HANDSHAKE_COST_US,
             hs_refilled: now,
+            last_rejected: None,
         }
     }
 
@@ -229,7 +232,8 @@ impl Sealer {
             }
             Ok(Opened::Reply(r)) => Incoming::Reply(r),
             Ok(Opened::Established(_) | Opened::CookieStored) => Incoming::Drop,
-            Err(_) => {
+            Err(reason) => {
+                self.last_rejected = Some(reason);
                 if src != *remote {
                     self.counters.unknown_source += 1;
                 }
@@ -265,6 +269,37 @@ impl Sealer {
                 self.next_rekey = now + every;
             }
         }
+    }
+
+    /// Why the tunnel refused the datagram [`Sealer::incoming`] last dropped, once.
+    pub fn take_rejected(&mut self) -> Option<Rejected> {
+        self.last_rejected.take()
+    }
+
+    /// Sessions created so far and, of them, handshakes we completed as initiator.
+    pub fn session_counts(&self) -> (u64, u64) {
+        self.tunnel.as_ref().map_or((0, 0), |t| {
+            let c = t.counters();
+            (c.sessions_created, c.handshakes_completed)
+        })
+    }
+
+    /// Whether a session can send now.
+    pub fn established(&self, now: Instant) -> bool {
+        self.tunnel.as_ref().is_some_and(|t| t.is_established(now))
+    }
+
+    /// Our public key (base64), with keys.
+    pub fn public_key(&self) -> Option<String> {
+        self.tunnel
+            .as_ref()
+            .map(|t| t.local_public_key().to_base64())
+    }
+
+    /// Whether the testing key `rekey_after_s` makes handshakes more often than the
+    /// protocol's 120 s.
+    pub fn rekeys_early(&self) -> bool {
+        self.rekey_every.is_some()
     }
 
     /// The daemon's and the tunnel's counters.
@@ -306,7 +341,7 @@ impl Sealer {
             "public_key": t.local_public_key().to_base64(),
             "peer_public_key": t.peer_public_key().to_base64(),
             "established": t.is_established(now),
-            "session": t.current_session(now).map(|s| format!("{s:?}")),
+            "session": t.current_session(now).map(|s| s.0),
             "replay_window": self.window_bits,
             "rejected": rejected,
             "rejected_total": c.rejected_total(),
@@ -338,8 +373,13 @@ pub fn render_status(e: &Value) -> String {
                 .collect()
         })
         .unwrap_or_default();
+    let handshake = match e.get("latest_handshake_age_us").and_then(Value::as_u64) {
+        Some(us) => format!(", latest handshake {}", age(us)),
+        None if e.get("latest_handshake_age_us").is_some() => ", no handshake yet".to_owned(),
+        None => String::new(),
+    };
     format!(
-        "encryption: {}, window {}; sealed {}, opened {}, sessions {}, roamed {}, no session {}, unknown source {}, handshake flood {}; rejected: {}\n",
+        "encryption: {}{handshake}, window {}; sealed {}, opened {}, sessions {}, roamed {}, no session {}, unknown source {}, handshake flood {}; rejected: {}\n",
         if e.get("established") == Some(&Value::Bool(true)) {
             "session up"
         } else {
@@ -359,6 +399,16 @@ pub fn render_status(e: &Value) -> String {
             drops.join(", ")
         }
     )
+}
+
+/// `12 s ago`, `3 min 5 s ago`, `2 h 10 min ago`, as `wg show`'s "latest handshake".
+pub fn age(us: u64) -> String {
+    let s = us / 1_000_000;
+    match s {
+        0..120 => format!("{s} s ago"),
+        120..7200 => format!("{} min {} s ago", s / 60, s % 60),
+        _ => format!("{} h {} min ago", s / 3600, (s / 60) % 60),
+    }
 }
 
 /// Wall-clock time in µs since 1970 (handshake timestamps must grow across restarts).
@@ -487,13 +537,20 @@ mod tests {
         );
         assert_eq!(b_remote, moved);
         assert_eq!(b.counters().roamed, 1);
-        let st = b.status_json(now);
+        let mut st = b.status_json(now);
+        assert!(st["session"].is_u64(), "a number, not Rust text: {st}");
         assert_eq!(st["rejected"]["replayed"], 1);
         assert_eq!(st["rejected"]["bad_tag"], 1);
         assert_eq!(st["established"], true);
         assert_eq!(st["counters"]["roamed"], 1);
         let line = render_status(&st);
-        assert!(line.starts_with("encryption: session up"), "{line}");
+        assert!(line.starts_with("encryption: session up, window"), "{line}");
+        st["latest_handshake_age_us"] = 12_300_000.into();
+        let line = render_status(&st);
+        assert!(
+            line.starts_with("encryption: session up, latest handshake 12 s ago, window"),
+            "{line}"
+        );
         assert!(
             line.contains("bad_tag 1") && line.contains("replayed 1"),
             "{line}"
@@ -527,6 +584,14 @@ mod tests {
         let mut t = [2u8, 0, 0, 0];
         let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut t);
         assert_eq!(s.counters().handshake_flood_dropped, 400);
+    }
+
+    #[test]
+    fn handshake_ages_read_as_wg_show() {
+        assert_eq!(age(0), "0 s ago");
+        assert_eq!(age(119_999_999), "119 s ago");
+        assert_eq!(age(185_000_000), "3 min 5 s ago");
+        assert_eq!(age(7_800_000_000), "2 h 10 min ago");
     }
 
     /// First byte after the 16-byte header: inside the ciphertext.

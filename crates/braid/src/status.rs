@@ -1,7 +1,89 @@
-//! `braid status`: the daemon's status response as a readable table.
+//! `braid status`: the daemon's status response as a readable table, and the bond's
+//! health as the exit status (for monitoring).
 use std::fmt::Write as _;
 
 use serde_json::Value;
+
+/// The version of `braid status --json`'s layout (`"version"`): raised when a field
+/// changes meaning or goes away (new fields may be added within a version).
+pub const JSON_VERSION: u64 = 1;
+
+/// The bond's health, from a status response: what `braid status` exits with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// A session (with keys) and every path up: exit 0.
+    Up,
+    /// Some path not up (down, stalled, no socket): exit 3. Says which.
+    Degraded(String),
+    /// No path up, or no session: exit 4. Says why.
+    Down(String),
+}
+
+impl Health {
+    /// `braid status`'s exit status: 0 up, 3 degraded, 4 down (1 is "no daemon").
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Health::Up => 0,
+            Health::Degraded(_) => 3,
+            Health::Down(_) => 4,
+        }
+    }
+
+    /// The last line of the table.
+    pub fn line(&self) -> String {
+        match self {
+            Health::Up => "health: up".to_owned(),
+            Health::Degraded(why) => format!("health: DEGRADED ({why})"),
+            Health::Down(why) => format!("health: DOWN ({why})"),
+        }
+    }
+}
+
+/// The health of the bond in a status response: down without a session (when sealed) or
+/// without a path in state `up`; degraded while any path is in another state (`down`,
+/// `stalled`, ...) or has no socket; else up.
+pub fn health(resp: &Value) -> Health {
+    let null = Value::Null;
+    let paths: &[Value] = resp
+        .get("status")
+        .and_then(|s| s.get("paths"))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let io: &[Value] = resp
+        .get("io")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let e = resp.get("encryption").unwrap_or(&null);
+    if e.get("enabled") == Some(&Value::Bool(true))
+        && e.get("established") != Some(&Value::Bool(true))
+    {
+        return Health::Down("no session with the peer".into());
+    }
+    let mut not_up = Vec::new();
+    for p in paths {
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
+        let state = p.get("state").and_then(Value::as_str).unwrap_or("?");
+        let id = p.get("id").and_then(Value::as_u64);
+        let closed = io.iter().any(|i| {
+            i.get("id").and_then(Value::as_u64) == id
+                && i.get("socket").and_then(Value::as_str) == Some("closed")
+        });
+        if state != "up" {
+            not_up.push(format!("{name} {state}"));
+        } else if closed {
+            not_up.push(format!("{name} has no socket"));
+        }
+    }
+    if paths.is_empty() {
+        Health::Down("no paths".into())
+    } else if not_up.len() == paths.len() {
+        Health::Down(format!("no path up: {}", not_up.join(", ")))
+    } else if !not_up.is_empty() {
+        Health::Degraded(not_up.join(", "))
+    } else {
+        Health::Up
+    }
+}
 
 fn u(v: &Value, k: &str) -> u64 {
     v.get(k).and_then(Value::as_u64).unwrap_or(0)
@@ -178,6 +260,7 @@ pub fn render(resp: &Value) -> String {
     if let Some(e) = resp.get("encryption") {
         out.push_str(&crate::seal::render_status(e));
     }
+    let _ = writeln!(out, "{}", health(resp).line());
     out
 }
 
@@ -248,5 +331,53 @@ mod tests {
             lines[7],
             "equalise: quickest path held 55.0ms now; 10 packets held, avg 55.0ms"
         );
+        assert_eq!(lines[8], "health: DEGRADED (longname down)");
+    }
+
+    fn with_paths(states: &[(&str, &str)], sealed: Option<bool>) -> Value {
+        let paths: Vec<Value> = states
+            .iter()
+            .enumerate()
+            .map(|(i, (n, s))| json!({"id": i, "name": n, "state": s}))
+            .collect();
+        let io: Vec<Value> = states
+            .iter()
+            .enumerate()
+            .map(|(i, _)| json!({"id": i, "socket": "open"}))
+            .collect();
+        let mut v = json!({"ok": true, "status": {"paths": paths}, "io": io});
+        if let Some(up) = sealed {
+            v["encryption"] = json!({"enabled": true, "established": up});
+        }
+        v
+    }
+
+    #[test]
+    fn health_is_the_exit_status() {
+        let h = health(&with_paths(&[("p0", "up"), ("p1", "up")], Some(true)));
+        assert_eq!((h.exit_code(), h.line()), (0, "health: up".to_owned()));
+        let h = health(&with_paths(&[("p0", "up"), ("p1", "up")], None));
+        assert_eq!(h, Health::Up, "encryption = \"none\"");
+        // Any state but "up" is degraded: down, and the core's stalled.
+        let h = health(&with_paths(
+            &[("p0", "up"), ("p1", "down"), ("p2", "stalled")],
+            Some(true),
+        ));
+        assert_eq!(h.exit_code(), 3);
+        assert_eq!(h.line(), "health: DEGRADED (p1 down, p2 stalled)");
+        let h = health(&with_paths(
+            &[("p0", "down"), ("p1", "stalled")],
+            Some(true),
+        ));
+        assert_eq!(h.exit_code(), 4);
+        assert_eq!(h.line(), "health: DOWN (no path up: p0 down, p1 stalled)");
+        let h = health(&with_paths(&[("p0", "up")], Some(false)));
+        assert_eq!(h, Health::Down("no session with the peer".into()));
+        assert_eq!(h.exit_code(), 4);
+        assert_eq!(health(&with_paths(&[], None)).exit_code(), 4);
+        // An up path without its socket is not up.
+        let mut v = with_paths(&[("p0", "up"), ("p1", "up")], None);
+        v["io"][1]["socket"] = "closed".into();
+        assert_eq!(health(&v), Health::Degraded("p1 has no socket".into()));
     }
 }
