@@ -148,6 +148,15 @@ impl PathHealth {
         self.state
     }
 
+    /// New settings at run time (a config reload): state, RTT and probes in flight are
+    /// kept; the next probe goes no later than one new interval from `now`.
+    pub fn set_config(&mut self, cfg: HealthConfig, now: Instant) {
+        self.interval = cfg.probe_interval.max(MIN_PROBE_INTERVAL);
+        self.down_after = cfg.down_after.max(1);
+        self.up_after = cfg.up_after.max(1);
+        self.next_probe_at = self.next_probe_at.min(now + self.interval);
+    }
+
     /// If a probe is due, record it as sent and return its number.
     pub fn poll_probe(&mut self, now: Instant) -> Option<u32> {
         if now < self.next_probe_at {

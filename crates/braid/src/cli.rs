@@ -10,7 +10,8 @@ use crate::{classes, control, daemon, lab, status};
 /// braid: join several links into one TUN interface.
 ///
 /// Run `braid up --config FILE` on both hosts; manage the running bond with `status`,
-/// `enslave`, `emancipate` and `set` (through the daemon's control socket, root-only).
+/// `reload`, `enslave`, `emancipate` and `set` (through the daemon's control socket,
+/// root-only).
 #[derive(Parser, Debug)]
 #[command(name = "braid", version, propagate_version = true)]
 pub struct Cli {
@@ -64,7 +65,8 @@ pub enum ClassCommand {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Create the TUN interface and run the bond in the foreground (until SIGINT/SIGTERM).
+    /// Create the TUN interface and run the bond in the foreground (until SIGINT/SIGTERM;
+    /// SIGHUP reloads the config file, as `braid reload`).
     Up {
         /// the config file (TOML, see docs/config.md)
         #[arg(long, short, value_name = "FILE")]
@@ -126,6 +128,13 @@ pub enum Command {
         /// KEY=VALUE settings (only `bps` for now)
         #[arg(required = true, value_name = "KEY=VALUE")]
         settings: Vec<String>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Re-read the daemon's config file and apply what changed (as SIGHUP does); prints
+    /// each change. Exits 1, changing nothing, when the file has an error or changes what
+    /// needs a restart (interface, address, mtu, keys).
+    Reload {
         #[command(flatten)]
         control: ControlArg,
     },
@@ -209,7 +218,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             crate::log::init(verbose, quiet);
             let cfg = load(&config)?;
-            daemon::run(&cfg, control.as_deref())
+            daemon::run(&cfg, &config, control.as_deref())
         }
         Command::Check { config } => {
             let cfg = load(&config)?;
@@ -270,6 +279,19 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let req = set_request(&name, &settings)?;
             control::request(&control.socket()?, &req)?;
             Ok(())
+        }
+        Command::Reload { control } => {
+            let resp = control::request(&control.socket()?, &json!({"cmd": "reload"}))?;
+            let changes: Vec<&str> = resp
+                .get("changes")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if changes.is_empty() {
+                print_out("reloaded: no changes\n")
+            } else {
+                print_out(&format!("reloaded:\n  {}\n", changes.join("\n  ")))
+            }
         }
         Command::Class(ClassCommand::Show { json, control }) => {
             let resp = control::request(&control.socket()?, &json!({"cmd": "class-show"}))?;

@@ -23,6 +23,7 @@ use braid_core::PathId;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub mod diff;
 mod security;
 mod shape;
 pub use security::{Encryption, KeySettings};

@@ -6,6 +6,7 @@
 //! {"cmd":"enslave","name":"p3","local":"10.0.3.1:7000","remote":"10.0.3.2:7000","bps":10000000,"dev":"eth3"}
 //! {"cmd":"emancipate","name":"p3"}
 //! {"cmd":"set","name":"p3","bps":20000000}
+//! {"cmd":"reload"}
 //! ```
 //!
 //! Responses are `{"ok":true,...}` or `{"ok":false,"error":"..."}`. The server side is
@@ -95,6 +96,8 @@ pub enum Request {
         /// New speed, bit/s.
         bps: u64,
     },
+    /// Re-read the config file and apply what changed.
+    Reload,
     /// The shaper's classes and their figures.
     #[serde(rename = "class-show")]
     ClassShow,
@@ -120,7 +123,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
         Some(Value::String(_)) => {}
         Some(_) => return Err("\"cmd\" must be a string".into()),
         None => return Err(
-            "missing \"cmd\" (one of status, enslave, emancipate, set, class-show, class-change)"
+            "missing \"cmd\" (one of status, enslave, emancipate, set, reload, class-show, class-change)"
                 .into(),
         ),
     }
@@ -399,6 +402,7 @@ mod tests {
     #[test]
     fn parses_every_command() {
         assert_eq!(parse_request(br#"{"cmd":"status"}"#), Ok(Request::Status));
+        assert_eq!(parse_request(br#"{"cmd":"reload"}"#), Ok(Request::Reload));
         assert_eq!(
             parse_request(br#"{"cmd":"enslave","name":"p3","local":"10.0.0.1:7000","remote":"10.0.0.2:7000","bps":5,"dev":"eth3"}"#),
             Ok(Request::Enslave {
@@ -440,7 +444,7 @@ mod tests {
         assert!(e(b"status").starts_with("request is not JSON"));
         assert_eq!(
             e(br#"{"name":"x"}"#),
-            "missing \"cmd\" (one of status, enslave, emancipate, set, class-show, class-change)"
+            "missing \"cmd\" (one of status, enslave, emancipate, set, reload, class-show, class-change)"
         );
         assert_eq!(e(br#"{"cmd":3}"#), "\"cmd\" must be a string");
         assert!(e(br#"{"cmd":"reboot"}"#).starts_with("unknown cmd: unknown variant `reboot`"));

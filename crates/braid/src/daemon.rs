@@ -18,7 +18,7 @@ use braid_core::wire::{MessageType, DATA_HEADER_LEN};
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
-use crate::config::{self, termios_baud, Config, Transport, UdpSettings};
+use crate::config::{self, termios_baud, Config, PathSettings, Transport, UdpSettings};
 use crate::control::{self, ControlServer, Request};
 use crate::log::{dlog, dwarn, Level};
 use crate::seal::{Incoming, Sealer};
@@ -28,6 +28,7 @@ use crate::sys::tun::Tun;
 use crate::sys::udp::{self, ErrorKind};
 
 mod notices;
+mod reload;
 mod serial;
 use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
@@ -162,12 +163,36 @@ impl PathIo {
         PathIo::new(now, id, name, carrier, emu)
     }
 
-    /// The UDP side, if it is a UDP path.
+    /// A path's IO from its settings: opens the socket or tty (a serial line at a rate
+    /// that is not a standard one is warned about).
+    fn open(now: Instant, id: PathId, p: &PathSettings) -> PathIo {
+        match &p.transport {
+            Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, p.emulate.clone()),
+            Transport::Serial(s) => {
+                if termios_baud(s.baud) != s.baud {
+                    dwarn!(
+                        now,
+                        "path {}: {} bd is not a standard rate: {} is opened at {} bd and braid paces at {} bd (right for a pty or a modem with its own line rate; on a plain UART the line would run at {} bd)",
+                        p.name,
+                        s.baud,
+                        s.device.display(),
+                        termios_baud(s.baud),
+                        s.baud,
+                        termios_baud(s.baud)
+                    );
+                }
+                let carrier = Carrier::Serial(Box::new(SerialPath::new(s.clone(), p.bps)));
+                PathIo::new(now, id, p.name.clone(), carrier, p.emulate.clone())
+            }
+        }
+    }
+
     /// True for a serial path in `mode = "raw-ip"` (then it is the bond's only path).
     pub fn is_raw_ip(&self) -> bool {
         matches!(&self.carrier, Carrier::Serial(s) if s.is_raw_ip())
     }
 
+    /// The UDP side, if it is a UDP path.
     pub fn udp_io(&self) -> Option<&UdpIo> {
         match &self.carrier {
             Carrier::Udp(u) => Some(u),
@@ -317,15 +342,22 @@ pub struct Daemon {
     raw_ip: bool,
     /// `raw-ip`: frames from the line that were not IPv4/IPv6 packets.
     rx_not_ip: u64,
+    /// What runs: the config last loaded, with run-time enslave/emancipate/set (a reload
+    /// makes the bond match the file again).
+    applied: Config,
+    /// The config file, re-read on SIGHUP and `braid reload`.
+    config_file: Option<std::path::PathBuf>,
 }
 
-/// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down.
-pub fn run(cfg: &Config, control_path: Option<&Path>) -> anyhow::Result<()> {
+/// `braid up`: set everything up from `cfg` (read from `file`), run until SIGINT/SIGTERM
+/// (SIGHUP re-reads `file`), tear down.
+pub fn run(cfg: &Config, file: &Path, control_path: Option<&Path>) -> anyhow::Result<()> {
     let control_path = control_path.map_or_else(
         || control::default_socket(&cfg.bond.interface),
         Path::to_path_buf,
     );
     let mut d = Daemon::new(cfg, &control_path)?;
+    d.config_file = Some(file.to_path_buf());
     d.run()
 }
 
@@ -379,25 +411,7 @@ impl Daemon {
         }
         let mut paths = Vec::with_capacity(cfg.paths.len());
         for (p, id) in cfg.paths.iter().zip(ids) {
-            let io = match &p.transport {
-                Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, p.emulate.clone()),
-                Transport::Serial(s) => {
-                    if termios_baud(s.baud) != s.baud {
-                        dwarn!(
-                            now,
-                            "path {}: {} bd is not a standard rate: {} is opened at {} bd and braid paces at {} bd (right for a pty or a modem with its own line rate; on a plain UART the line would run at {} bd)",
-                            p.name,
-                            s.baud,
-                            s.device.display(),
-                            termios_baud(s.baud),
-                            s.baud,
-                            termios_baud(s.baud)
-                        );
-                    }
-                    let carrier = Carrier::Serial(Box::new(SerialPath::new(s.clone(), p.bps)));
-                    PathIo::new(now, id, p.name.clone(), carrier, p.emulate.clone())
-                }
-            };
+            let io = PathIo::open(now, id, p);
             if let (Some(e), Some(libc::EADDRINUSE | libc::EPERM | libc::EACCES)) =
                 (&io.last_error, io.last_errno)
             {
@@ -435,6 +449,8 @@ impl Daemon {
             tun_write_errors: 0,
             raw_ip,
             rx_not_ip: 0,
+            applied: cfg.clone(),
+            config_file: None,
         };
         dlog!(
             now,
@@ -512,6 +528,12 @@ impl Daemon {
                 match *slot {
                     Slot::Signal => {
                         if let Some(sig) = self.signals.read() {
+                            if sig == libc::SIGHUP {
+                                dlog!(now, "braid: SIGHUP received, reloading the config");
+                                self.reload(now);
+                                // Paths may have changed: poll them afresh.
+                                break;
+                            }
                             dlog!(
                                 now,
                                 "braid: {} received, removing {}",
@@ -778,12 +800,21 @@ impl Daemon {
             tun_write_errors,
             raw_ip,
             rx_not_ip,
+            applied,
+            config_file,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
             match req {
                 Err(e) => control::error(e),
+                Ok(Request::Reload) => {
+                    match reload::reload(now, config_file.as_deref(), applied, bond, paths) {
+                        Ok(changes) => json!({"ok": true, "changes": changes}),
+                        Err(e) => control::error(e),
+                    }
+                }
                 Ok(req) => {
+                    let asked = req.clone();
                     let mut v = handle_request(
                         now,
                         bond,
@@ -793,6 +824,7 @@ impl Daemon {
                         address,
                         *tun_write_errors,
                     );
+                    reload::note(applied, &asked, &v);
                     if *raw_ip {
                         raw_ip_status(&mut v, paths, *rx_not_ip);
                     }
@@ -1015,6 +1047,7 @@ fn handle_request(
             dlog!(now, "path {name} ({id}) emancipated");
             json!({"ok": true})
         }
+        Request::Reload => control::error("internal: reload is handled by the daemon"),
         Request::ClassShow => crate::classes::show(now, bond),
         Request::ClassChange { id, set } => {
             let r = crate::classes::change(now, bond, &id, &set);

@@ -273,6 +273,13 @@ macro_rules! dwarn {
     };
 }
 
+/// Log at error.
+macro_rules! derror {
+    ($now:expr, $($arg:tt)*) => {
+        $crate::log::write($now, $crate::log::Level::Error, format_args!($($arg)*))
+    };
+}
+
 /// Log at debug (shown with `braid up -v`).
 macro_rules! ddebug {
     ($now:expr, $($arg:tt)*) => {
@@ -280,7 +287,7 @@ macro_rules! ddebug {
     };
 }
 
-pub(crate) use {ddebug, dlog, dwarn};
+pub(crate) use {ddebug, derror, dlog, dwarn};
 
 #[cfg(test)]
 mod tests {

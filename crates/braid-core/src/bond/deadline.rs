@@ -111,6 +111,12 @@ impl Deadline {
         }
     }
 
+    /// A new longest wait (a config reload); what was learned is kept.
+    pub(crate) fn set_max(&mut self, max: Duration) {
+        self.max = max;
+        self.late_bonus_us = self.late_bonus_us.min(max.as_micros() as f64);
+    }
+
     /// The one-way delay of a datagram sent at `sent` (peer clock) and arriving at `now`,
     /// relative to the bond's reference (the first datagram's), µs.
     pub(crate) fn relative(&mut self, now: Instant, sent: u32) -> i64 {

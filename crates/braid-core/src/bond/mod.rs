@@ -19,6 +19,7 @@
 mod deadline;
 mod equalize;
 mod link;
+mod reconfigure;
 mod retransmit;
 mod shaping;
 mod status;
