@@ -40,6 +40,33 @@ pub const MTU_MAX: u32 =
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 pub const IFNAME_MAX: usize = 15;
 
+/// Longest config file read; real ones are a few kilobytes.
+pub const CONFIG_MAX: u64 = 1 << 20;
+
+/// The text of `path`, a regular file of at most `max` bytes. Opened without blocking, so
+/// that a fifo is refused rather than waited on.
+fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("longer than {max} bytes"));
+    }
+    Ok(text)
+}
+
 /// A config error: where (if known) and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
@@ -357,10 +384,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// Read and validate a config file.
+    /// Read and validate a config file: a regular file of at most [`CONFIG_MAX`] bytes
+    /// (a daemon re-reads it on SIGHUP: `/dev/zero` or a fifo must not hang or fill it).
     pub fn load(file: &Path) -> Result<Config, ConfigError> {
         let name = file.display().to_string();
-        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        let text = read_bounded(file, CONFIG_MAX).map_err(|e| ConfigError {
             file: name.clone(),
             position: None,
             message: format!("cannot read config file: {e}"),

@@ -591,6 +591,38 @@ fn missing_file() {
 }
 
 #[test]
+fn reading_a_config_is_bounded() {
+    // A device that never ends, and a fifo with no writer: refused at once.
+    let e = Config::load(Path::new("/dev/zero"))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "/dev/zero: cannot read config file: not a regular file");
+    let dir = std::env::temp_dir().join(format!("braid-cfg-bound-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = Config::load(&fifo).unwrap_err().to_string();
+    assert!(
+        e.ends_with("cannot read config file: not a regular file"),
+        "{e}"
+    );
+    // A file over the limit.
+    let big = dir.join("big.toml");
+    std::fs::write(&big, "#".repeat(CONFIG_MAX as usize + 1)).unwrap();
+    let e = Config::load(&big).unwrap_err().to_string();
+    assert!(
+        e.ends_with("cannot read config file: longer than 1048576 bytes"),
+        "{e}"
+    );
+    std::fs::write(&big, format!("{MIN_BOND}#{}", "x".repeat(100_000))).unwrap();
+    assert!(Config::load(&big).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn every_example_parses() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut n = 0;
