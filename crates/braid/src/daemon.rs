@@ -236,7 +236,7 @@ impl PathIo {
             Ok(again) => {
                 if self.last_error.take().is_some() {
                     let line = format!("path {}: {again}", self.name);
-                    crate::log::limited(now, Level::Info, &line.clone(), line);
+                    crate::log::limited(now, Level::Info, &line, line.clone());
                 }
                 true
             }
@@ -258,7 +258,7 @@ impl PathIo {
                 self.name,
                 SOCKET_RETRY.as_secs()
             );
-            crate::log::limited(now, Level::Warn, &line.clone(), line);
+            crate::log::limited(now, Level::Warn, &line, line.clone());
         }
         match &mut self.carrier {
             Carrier::Udp(u) => u.sock = None,

@@ -86,7 +86,14 @@ impl Notices {
         src: Option<SocketAddr>,
         sealer: &mut Sealer,
     ) {
-        if let Some(reason) = sealer.take_rejected() {
+        let said = |r: &Rejected| {
+            matches!(
+                r,
+                Rejected::UnknownPeer | Rejected::BadMac1 | Rejected::HandshakeFailed
+            )
+        };
+        // Only the refusals worth a line get worded (replays and the like are counted).
+        if let Some(reason) = sealer.take_rejected().filter(said) {
             if let Some(hint) = rejection_hint(reason, sealer.public_key().as_deref()) {
                 log::limited(
                     now,

@@ -172,8 +172,9 @@ fn apply_paths(now: Instant, d: &Diff, bond: &mut Bond, paths: &mut Vec<PathIo>)
                 remove(now, &new.name, bond, paths);
                 added.push(new);
             }
-            PathChange::Changed { new, reopen, .. } => {
-                change(now, new, *reopen == Reopen::Socket, bond, paths);
+            PathChange::Changed { new, keys, reopen } => {
+                let changed = |k: &str| keys.iter().any(|c| c.key == k);
+                change(now, new, &changed, *reopen == Reopen::Socket, bond, paths);
             }
             PathChange::Added(p) => added.push(p),
         }
@@ -208,14 +209,25 @@ fn remove(now: Instant, name: &str, bond: &mut Bond, paths: &mut Vec<PathIo>) {
     }
 }
 
-/// A path that stays: new speed, priority, peer address, emulator, and (`reopen`) a new
-/// socket for a new local address or device.
-fn change(now: Instant, new: &PathSettings, reopen: bool, bond: &mut Bond, paths: &mut [PathIo]) {
+/// A path that stays: what `changed` (by key) of its speed, priority, peer address and
+/// emulator, and (`reopen`) a new socket for a new local address or device.
+fn change(
+    now: Instant,
+    new: &PathSettings,
+    changed: &dyn Fn(&str) -> bool,
+    reopen: bool,
+    bond: &mut Bond,
+    paths: &mut [PathIo],
+) {
     let Some(id) = bond.path_by_name(&new.name) else {
         return;
     };
-    let _ = bond.set_path_bps(id, new.bps);
-    let _ = bond.set_path_prio(id, new.prio);
+    if changed("bps") {
+        let _ = bond.set_path_bps(id, new.bps);
+    }
+    if changed("prio") {
+        let _ = bond.set_path_prio(id, new.prio);
+    }
     let Some(io) = paths.iter_mut().find(|p| p.id == id) else {
         return;
     };
@@ -233,8 +245,8 @@ fn change(now: Instant, new: &PathSettings, reopen: bool, bond: &mut Bond, paths
         io.last_error = None;
         io.try_open(now);
     }
-    let emu_now = io.emu.is_some();
-    if emu_now || new.emulate.is_some() {
+    // A new emulator starts its outage schedule again: only when its settings changed.
+    if changed("emulate") {
         io.emu = new.emulate.clone().map(|c| Emulator::new(c, now));
     }
 }
@@ -479,6 +491,18 @@ mod tests {
         assert_eq!(r.names(), ["p0", "p1"]);
         assert_eq!(r.paths.len(), 2);
         assert!(r.bond.shaper().is_none());
+    }
+
+    #[test]
+    fn only_what_changed_is_touched() {
+        let mut r = Running::new("touch");
+        // The daemon moved p0's speed at run time (as a serial line's measured rate does);
+        // a reload that changes p0's priority only leaves the speed alone.
+        let id = r.bond.path_by_name("p0").unwrap();
+        r.bond.set_path_bps(id, 123_456).unwrap();
+        r.write(&r.text(2, "", "prio = 4", SHAPE));
+        assert_eq!(r.reload().unwrap(), ["path p0: prio 0 -> 4"]);
+        assert_eq!(r.bond.status().paths[0].bps, 123_456);
     }
 
     #[test]
