@@ -15,7 +15,7 @@
 //! | type | name | body (after the common header) | total |
 //! | --- | --- | --- | --- |
 //! | 0 | [`Message::Data`] | `seq u64 \| path_seq u32 \| payload` | 20 + payload |
-//! | 1 | [`Message::Probe`] | `probe_seq u32` | 12 |
+//! | 1 | [`Message::Probe`] | `probe_seq u32 \| epoch u64` (epoch optional) | 12 or 20 |
 //! | 2 | [`Message::ProbeAck`] | `probe_seq u32 \| echo_timestamp u32 \| hold_us u32` | 20 |
 //! | 4 | [`Message::PinnedData`] | as `Data` | 20 + payload |
 //! | 3 | [`Message::Ack`] | `highest_path_seq u32 \| rx_bytes u64 \| rx_packets u64 \| echo_timestamp u32 \| hold_us u32` | 36 |
@@ -45,8 +45,10 @@ pub const SEALED_VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 8;
 /// Bytes of a data header (common header + bond seq + path seq).
 pub const DATA_HEADER_LEN: usize = 20;
-/// Bytes of a probe.
+/// Bytes of a probe without the sender's epoch (the shortest valid probe).
 pub const PROBE_LEN: usize = 12;
+/// Bytes of a probe carrying the sender's epoch (what this version sends).
+pub const PROBE_EPOCH_LEN: usize = 20;
 /// Bytes of a probe ack.
 pub const PROBE_ACK_LEN: usize = 20;
 /// Bytes of an ack.
@@ -129,6 +131,10 @@ pub enum Message<'a> {
     Probe {
         /// Probe number.
         probe_seq: u32,
+        /// The sender's epoch: a random number drawn when it started. A new one means the
+        /// peer restarted (`bond` then forgets what it knew of the old run). `None` in a
+        /// probe from a sender that does not send it (the 12-byte form).
+        epoch: Option<u64>,
     },
     /// The answer to a probe.
     ProbeAck {
@@ -161,6 +167,7 @@ impl Message<'_> {
             Message::Data { payload, .. } | Message::PinnedData { payload, .. } => {
                 DATA_HEADER_LEN + payload.len()
             }
+            Message::Probe { epoch: Some(_), .. } => PROBE_EPOCH_LEN,
             other => other.message_type().min_len(),
         }
     }
@@ -221,6 +228,7 @@ mod field {
     pub const PATH_SEQ: Range<usize> = 16..20;
 
     pub const PROBE_SEQ: Range<usize> = 8..12;
+    pub const PROBE_EPOCH: Range<usize> = 12..20;
     pub const PROBE_ECHO: Range<usize> = 12..16;
     pub const PROBE_HOLD: Range<usize> = 16..20;
 
@@ -352,6 +360,7 @@ fn decode(b: &[u8], ty: MessageType) -> Message<'_> {
         },
         MessageType::Probe => Message::Probe {
             probe_seq: get_u32(b, field::PROBE_SEQ),
+            epoch: (b.len() >= PROBE_EPOCH_LEN).then(|| get_u64(b, field::PROBE_EPOCH)),
         },
         MessageType::ProbeAck => Message::ProbeAck {
             probe_seq: get_u32(b, field::PROBE_SEQ),
@@ -408,8 +417,11 @@ pub fn emit(header: &Header, msg: &Message<'_>, buf: &mut [u8]) -> Result<usize,
             put(buf, field::PATH_SEQ, &path_seq.to_be_bytes());
             put(buf, DATA_HEADER_LEN..len, payload);
         }
-        Message::Probe { probe_seq } => {
+        Message::Probe { probe_seq, epoch } => {
             put(buf, field::PROBE_SEQ, &probe_seq.to_be_bytes());
+            if let Some(epoch) = epoch {
+                put(buf, field::PROBE_EPOCH, &epoch.to_be_bytes());
+            }
         }
         Message::ProbeAck {
             probe_seq,
@@ -494,6 +506,8 @@ mod tests {
         data.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef, 0x45]);
         let mut probe = common(1);
         probe.extend_from_slice(&[0xa0, 0xa1, 0xa2, 0xa3]);
+        let mut probe_epoch = probe.clone();
+        probe_epoch.extend_from_slice(&[0xe0, 0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7]);
         let mut probe_ack = common(2);
         probe_ack.extend_from_slice(&[0xa0, 0xa1, 0xa2, 0xa3]);
         probe_ack.extend_from_slice(&[0xb0, 0xb1, 0xb2, 0xb3]);
@@ -516,8 +530,16 @@ mod tests {
             (
                 Message::Probe {
                     probe_seq: 0xa0a1_a2a3,
+                    epoch: None,
                 },
                 probe,
+            ),
+            (
+                Message::Probe {
+                    probe_seq: 0xa0a1_a2a3,
+                    epoch: Some(0xe0e1_e2e3_e4e5_e6e7),
+                },
+                probe_epoch,
             ),
             (
                 Message::ProbeAck {
@@ -555,7 +577,13 @@ mod tests {
         let sizes: Vec<usize> = hand_made().iter().map(|(_, b)| b.len()).collect();
         assert_eq!(
             sizes,
-            [DATA_HEADER_LEN + 5, PROBE_LEN, PROBE_ACK_LEN, ACK_LEN]
+            [
+                DATA_HEADER_LEN + 5,
+                PROBE_LEN,
+                PROBE_EPOCH_LEN,
+                PROBE_ACK_LEN,
+                ACK_LEN
+            ]
         );
     }
 
@@ -602,13 +630,16 @@ mod tests {
                     "{msg:?} at {len}"
                 );
             }
-            // Data: any prefix at least a data header long is a shorter payload.
+            // Data: any prefix at least a data header long is a shorter payload; a probe
+            // cut inside its epoch is a probe without one.
             for len in min..bytes.len() {
                 let (_, m) = parse(&bytes[..len]).expect("long enough");
-                if let Message::Data { payload, .. } = m {
-                    assert_eq!(payload.len(), len - DATA_HEADER_LEN);
-                } else {
-                    panic!("only data has bytes beyond min_len here");
+                match m {
+                    Message::Data { payload, .. } => {
+                        assert_eq!(payload.len(), len - DATA_HEADER_LEN);
+                    }
+                    Message::Probe { epoch, .. } => assert_eq!(epoch, None),
+                    _ => panic!("only data and probes have bytes beyond min_len here"),
                 }
             }
         }
@@ -616,7 +647,13 @@ mod tests {
 
     #[test]
     fn control_messages_ignore_trailing_bytes() {
-        for (msg, mut bytes) in hand_made().into_iter().skip(1) {
+        // The 12-byte probe is left out: bytes after it are its epoch (a field appended
+        // in this version, as the rule for extending a control message allows).
+        let full = hand_made()
+            .into_iter()
+            .skip(1)
+            .filter(|(m, _)| !matches!(m, Message::Probe { epoch: None, .. }));
+        for (msg, mut bytes) in full {
             bytes.extend_from_slice(&[0x55; 9]);
             assert_eq!(parse(&bytes), Ok((HDR, msg)));
         }
@@ -688,7 +725,7 @@ mod tests {
 
     #[test]
     fn packet_view() {
-        let (_, bytes) = hand_made().swap_remove(3);
+        let (_, bytes) = hand_made().swap_remove(4);
         let p = Packet::new_checked(&bytes[..]).expect("valid");
         assert_eq!(p.version(), VERSION);
         assert_eq!(p.message_type(), MessageType::Ack);
@@ -726,8 +763,9 @@ mod tests {
         }
 
         #[test]
-        fn probe_round_trip(h in any::<(u16, u32)>(), probe_seq in any::<u32>()) {
-            roundtrip(Header { path: h.0, timestamp: h.1 }, Message::Probe { probe_seq });
+        fn probe_round_trip(h in any::<(u16, u32)>(), probe_seq in any::<u32>(),
+                            epoch in any::<Option<u64>>()) {
+            roundtrip(Header { path: h.0, timestamp: h.1 }, Message::Probe { probe_seq, epoch });
         }
 
         #[test]

@@ -386,7 +386,15 @@ impl Config {
         &self,
         now: braid_core::Instant,
     ) -> anyhow::Result<(braid_core::bond::Bond, Vec<PathId>)> {
-        let mut bond = braid_core::bond::Bond::new(self.bond.core.clone(), now);
+        use braid_core::crypto::OsRng;
+        use rand_core::RngCore;
+        // A new epoch every run: the peer tells a restart by it, and this run's sequence
+        // and probe numbers start where the last run's cannot be.
+        let cfg = braid_core::bond::BondConfig {
+            epoch: OsRng.next_u64(),
+            ..self.bond.core.clone()
+        };
+        let mut bond = braid_core::bond::Bond::new(cfg, now);
         let mut ids = Vec::with_capacity(self.paths.len());
         for p in &self.paths {
             let id = bond

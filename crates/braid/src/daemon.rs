@@ -750,6 +750,13 @@ impl Daemon {
             let (id, what) = match ev {
                 Event::PathUp(id) => (id, "up"),
                 Event::PathDown(id) => (id, "down"),
+                Event::PeerRestarted => {
+                    dlog!(
+                        now,
+                        "peer restarted (new epoch in its probes): forgot its previous run's sequence numbers and acks"
+                    );
+                    continue;
+                }
             };
             let name = self
                 .paths

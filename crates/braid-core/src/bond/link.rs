@@ -115,7 +115,15 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(id: PathId, cfg: PathConfig, health: HealthConfig, now: Instant) -> Self {
+    /// A new link whose probes are numbered from `first_probe_seq` (random per run, so a
+    /// restarted peer's old answers cannot match this run's probes).
+    pub(crate) fn new(
+        id: PathId,
+        cfg: PathConfig,
+        health: HealthConfig,
+        now: Instant,
+        first_probe_seq: u32,
+    ) -> Self {
         let mut cc_cfg = cfg.cc;
         if cfg.bps > 0 {
             // A configured speed is the line's speed (EQL's priority): start there and
@@ -132,7 +140,7 @@ impl Link {
         }
         Self {
             id,
-            health: PathHealth::new(health, now),
+            health: PathHealth::with_probe_seq(health, now, first_probe_seq),
             cc: PathCc::new(cc_cfg, now),
             cfg,
             queue: VecDeque::new(),
@@ -157,6 +165,22 @@ impl Link {
 
     pub(crate) fn is_up(&self) -> bool {
         self.health.state() == LinkState::Up
+    }
+
+    /// The peer restarted: forget what this path knew of its previous run (what it
+    /// received, what it owes, the peer's clock) and what it had in flight to it (the
+    /// new run will never acknowledge it). Counters and the queue stay.
+    pub(crate) fn forget_peer(&mut self, now: Instant) {
+        self.rx = RxState {
+            ack_delay: self.rx.ack_delay,
+            ..RxState::default()
+        };
+        self.rx_max_seq = None;
+        self.probe_ack_out = None;
+        self.owd = OwdTrack::default();
+        self.base.reset();
+        self.cc.reset(now);
+        self.last_ack = now;
     }
 
     pub(crate) fn push(&mut self, q: Queued) {
@@ -208,6 +232,12 @@ impl Link {
             // counts as lost and the path may try again: otherwise a path that stalled
             // would never be given the packet that lets it recover.
             && !self.cc.inflight_expired(now)
+    }
+
+    /// When the path counts (or would count) as stalled: the last ack plus the stall
+    /// timeout.
+    pub(crate) fn stall_onset(&self) -> Instant {
+        self.last_ack + self.stall_timeout()
     }
 
     /// Up and not stalled: the path may take packets.
@@ -324,11 +354,15 @@ impl Link {
         t
     }
 
-    pub(crate) fn status(&self) -> PathStatus {
+    pub(crate) fn status(&self, now: Instant) -> PathStatus {
         PathStatus {
             id: self.id.0,
             name: self.cfg.name.clone(),
-            state: if self.is_up() { "up" } else { "down" },
+            state: match (self.is_up(), self.stalled(now)) {
+                (false, _) => "down",
+                (true, true) => "stalled",
+                (true, false) => "up",
+            },
             bps: self.cfg.bps,
             capacity_bps: self.cc.capacity_bps(),
             pacing_bps: self.cc.pacing_rate_bps(),
@@ -341,6 +375,10 @@ impl Link {
             rx_packets: self.rx.packets,
             rx_bytes: self.rx.bytes,
             downs: self.downs,
+            last_rx_us: self
+                .health
+                .last_heard()
+                .map(|t| now.saturating_since(t).as_micros() as u64),
         }
     }
 }
@@ -372,6 +410,7 @@ mod tests {
             PathConfig::default(),
             HealthConfig::default(),
             t0,
+            0,
         );
         assert_eq!(l.rx.ack_delay, ACK_DELAY);
         let l = Link::new(
@@ -382,6 +421,7 @@ mod tests {
             },
             HealthConfig::default(),
             t0,
+            0,
         );
         assert_eq!(l.rx.ack_delay, Duration::from_millis(300));
         // The stall timeout allows for it.
