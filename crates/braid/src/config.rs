@@ -32,6 +32,12 @@ use crate::sys::tty::SUPPORTED_BAUDS;
 
 /// Smallest TUN MTU accepted (the IPv4 minimum datagram every host must take).
 pub const MTU_MIN: u32 = 576;
+/// Default TUN MTU: a standard Ethernet packet, carried in parts where a path's
+/// datagram is smaller (`bond/parts.rs`), so neither hosts nor users need to know.
+pub const MTU_DEFAULT: u32 = 1500;
+/// Default TUN MTU of a bond with serial lines: a frame's line time grows with it (the
+/// serial defaults and tables were set for 1400; the SLIP seed itself used 296).
+pub const MTU_DEFAULT_SERIAL: u32 = 1400;
 /// Largest TUN MTU accepted: a sealed braid datagram (IPv6 + UDP + envelope + data header +
 /// packet) must fit in 65535 bytes.
 pub const MTU_MAX: u32 =
@@ -149,6 +155,25 @@ pub struct UdpSettings {
     pub remote: SocketAddr,
     /// Interface to bind to (SO_BINDTODEVICE).
     pub dev: Option<String>,
+    /// MTU of the link under the path (`mtu`, default 1500): with the IP and UDP headers
+    /// and the sealing overhead it sets the largest datagram, and a TUN packet that does
+    /// not fit goes in two (or more) parts.
+    pub link_mtu: u32,
+}
+
+/// Default MTU of the link under a UDP path (Ethernet).
+pub const LINK_MTU_DEFAULT: u32 = 1500;
+
+/// Largest braid datagram on a UDP path to `remote` over a link of `link_mtu`: less
+/// the IP and UDP headers, and the envelope when `sealed`.
+pub fn udp_max_datagram(remote: &SocketAddr, link_mtu: u32, sealed: bool) -> usize {
+    let ip_udp = if remote.is_ipv4() { 20 + 8 } else { 40 + 8 };
+    let seal = if sealed {
+        braid_core::crypto::envelope::OVERHEAD
+    } else {
+        0
+    };
+    (link_mtu as usize).saturating_sub(ip_udp + seal)
 }
 
 /// `kind = "serial"`: the path's line.
@@ -249,11 +274,15 @@ impl PathSettings {
     }
 
     /// The core's view of the path.
-    pub fn path_config(&self) -> PathConfig {
+    /// The core's settings for this path; `sealed`: datagrams carry the envelope.
+    pub fn path_config(&self, sealed: bool) -> PathConfig {
         let mut c = path_config(&self.name, self.bps, self.prio);
-        if let Some(s) = self.serial() {
-            c.ack_delay = Some(serial_ack_delay(s.baud, s.mtu));
-            c.fixed_rate = true;
+        match &self.transport {
+            Transport::Serial(s) => {
+                c.ack_delay = Some(serial_ack_delay(s.baud, s.mtu));
+                c.fixed_rate = true;
+            }
+            Transport::Udp(u) => c.max_datagram = udp_max_datagram(&u.remote, u.link_mtu, sealed),
         }
         c
     }
@@ -341,6 +370,7 @@ pub fn path_config(name: &str, bps: u64, prio: i32) -> PathConfig {
         cc,
         ack_delay: None,
         fixed_rate: false,
+        max_datagram: 0,
     }
 }
 
@@ -398,7 +428,7 @@ impl Config {
         let mut ids = Vec::with_capacity(self.paths.len());
         for p in &self.paths {
             let id = bond
-                .add_path(now, p.path_config())
+                .add_path(now, p.path_config(self.bond.encryption.is_sealed()))
                 .map_err(|e| anyhow::anyhow!("path {:?}: {e}", p.name))?;
             ids.push(id);
         }
@@ -648,14 +678,25 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
                 .ok_or_else(|| at(s, format!("bond.address6: {:?} is not an IPv6 address with prefix, such as \"fd00:b::1/64\"", s.get_ref())))?,
         ),
     };
+    let serial = raw.path.iter().any(|p| {
+        p.get_ref()
+            .kind
+            .as_ref()
+            .is_some_and(|k| k.get_ref() == "serial")
+    });
+    let default_mtu = if serial {
+        MTU_DEFAULT_SERIAL
+    } else {
+        MTU_DEFAULT
+    };
     let mtu = int(
         &b.mtu,
         "bond.mtu",
         i64::from(MTU_MIN),
         i64::from(MTU_MAX),
-        1400,
+        i64::from(default_mtu),
     )?;
-    let mtu = u32::try_from(mtu).unwrap_or(1400);
+    let mtu = u32::try_from(mtu).unwrap_or(default_mtu);
 
     let sched_name = b
         .scheduler
@@ -765,10 +806,11 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
                         return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
                     }
                 }
-                for (v, k) in [(&p.baud, "baud"), (&p.mtu, "mtu")] {
-                    if let Some(v) = v {
-                        return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
-                    }
+                if let Some(v) = &p.baud {
+                    return Err(at(
+                        v,
+                        format!("{}: only for kind = \"serial\"", key("baud")),
+                    ));
                 }
                 Transport::Udp(udp_path(&p, &key, &need, &mut locals)?)
             }
@@ -910,7 +952,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         reorder_max,
         queue_max_delay,
         equalize_max,
-        mtu: usize::try_from(mtu).unwrap_or(1400),
+        mtu: usize::try_from(mtu).unwrap_or(default_mtu as usize),
         seed,
         ..BondConfig::default()
     };
@@ -993,7 +1035,20 @@ fn udp_path(
             Some(s.get_ref().clone())
         }
     };
-    Ok(UdpSettings { local, remote, dev })
+    let link_mtu = int(
+        &p.mtu,
+        &key("mtu"),
+        576,
+        65_535,
+        i64::from(LINK_MTU_DEFAULT),
+    )?;
+    let link_mtu = u32::try_from(link_mtu).unwrap_or(LINK_MTU_DEFAULT);
+    Ok(UdpSettings {
+        local,
+        remote,
+        dev,
+        link_mtu,
+    })
 }
 
 /// `device`, `baud`, `framing`, `mtu` of a serial path; `bond_mtu` is the TUN's.

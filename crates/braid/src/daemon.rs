@@ -789,9 +789,9 @@ impl Daemon {
                         bond,
                         paths,
                         req,
-                        interface,
-                        address,
+                        (interface, address),
                         *tun_write_errors,
+                        sealer.enabled(),
                     );
                     if *raw_ip {
                         raw_ip_status(&mut v, paths, *rx_not_ip);
@@ -895,9 +895,9 @@ fn handle_request(
     bond: &mut Bond,
     paths: &mut Vec<PathIo>,
     req: Request,
-    interface: &str,
-    address: &str,
+    (interface, address): (&str, &str),
     tun_write_errors: u64,
+    sealed: bool,
 ) -> Value {
     match req {
         Request::Status => {
@@ -962,7 +962,9 @@ fn handle_request(
                 }
             }
             let bps = bps.unwrap_or(0);
-            let id = match bond.add_path(now, config::path_config(&name, bps, 0)) {
+            let mut pc = config::path_config(&name, bps, 0);
+            pc.max_datagram = config::udp_max_datagram(&remote, config::LINK_MTU_DEFAULT, sealed);
+            let id = match bond.add_path(now, pc) {
                 Ok(id) => id,
                 Err(e) => return control::error(e),
             };
@@ -1063,7 +1065,15 @@ mod tests {
     }
 
     fn req(bond: &mut Bond, paths: &mut Vec<PathIo>, r: Request) -> Value {
-        handle_request(Instant::ZERO, bond, paths, r, "braid0", "10.0.0.1/30", 0)
+        handle_request(
+            Instant::ZERO,
+            bond,
+            paths,
+            r,
+            ("braid0", "10.0.0.1/30"),
+            0,
+            true,
+        )
     }
 
     fn err_of(v: &Value) -> &str {

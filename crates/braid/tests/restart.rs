@@ -150,7 +150,11 @@ fn run_case(c: &Case) -> Result<Duration> {
     let outage = first_reply(&topo, started, BOUND + Duration::from_secs(1))?;
     let s1 = survivor(&d).context("the surviving daemon's status")?;
     let side = if c.side_a { "a" } else { "b" };
-    let sig = if c.signal == libc::SIGKILL { "SIGKILL" } else { "SIGTERM" };
+    let sig = if c.signal == libc::SIGKILL {
+        "SIGKILL"
+    } else {
+        "SIGTERM"
+    };
     let dup = counter(&s1, "reorder", "duplicates") - counter(&s0, "reorder", "duplicates");
     let stale = counter(&s1, "reorder", "stale") - counter(&s0, "reorder", "stale");
     let restarts = counter(&s1, "counters", "peer_restarts");
@@ -167,8 +171,14 @@ fn run_case(c: &Case) -> Result<Duration> {
         )
     })?;
     anyhow::ensure!(outage <= BOUND, "outage {outage:?}");
-    anyhow::ensure!((dup, stale) == (0, 0), "the survivor dropped {dup} duplicates and {stale} stale packets of the new run");
-    anyhow::ensure!(restarts == 1, "the survivor counted {restarts} peer restarts");
+    anyhow::ensure!(
+        (dup, stale) == (0, 0),
+        "the survivor dropped {dup} duplicates and {stale} stale packets of the new run"
+    );
+    anyhow::ensure!(
+        restarts == 1,
+        "the survivor counted {restarts} peer restarts"
+    );
     Ok(outage)
 }
 

@@ -7,6 +7,7 @@ use core::time::Duration;
 
 use super::deadline::OwdTrack;
 use super::equalize::BaseDelay;
+use super::parts::Joiner;
 use super::status::PathStatus;
 use super::PathConfig;
 use crate::cc::{CcMode, PathCc};
@@ -100,6 +101,10 @@ pub(crate) struct Link {
     /// A probe to answer: (number, its timestamp, when it arrived).
     pub(crate) probe_ack_out: Option<(u32, u32, Instant)>,
     pub(crate) rx: RxState,
+    /// The next part of the queue's head to send, when it goes out in parts.
+    pub(crate) next_part: usize,
+    /// The packet being joined from parts received on this path.
+    pub(crate) joiner: Joiner,
     /// Highest bond sequence number received on this path.
     pub(crate) rx_max_seq: Option<u64>,
     pub(crate) owd: OwdTrack,
@@ -152,6 +157,8 @@ impl Link {
                 ack_delay,
                 ..RxState::default()
             },
+            next_part: 0,
+            joiner: Joiner::default(),
             rx_max_seq: None,
             owd: OwdTrack::default(),
             base: BaseDelay::default(),
@@ -176,6 +183,7 @@ impl Link {
             ..RxState::default()
         };
         self.rx_max_seq = None;
+        self.joiner.reset();
         self.probe_ack_out = None;
         self.owd = OwdTrack::default();
         self.base.reset();
@@ -286,6 +294,8 @@ impl Link {
     /// Empty the queue, returning what it held.
     pub(crate) fn take_queue(&mut self) -> VecDeque<Queued> {
         self.queued_bytes = 0;
+        // A head sent in part goes whole on its new path.
+        self.next_part = 0;
         core::mem::take(&mut self.queue)
     }
 

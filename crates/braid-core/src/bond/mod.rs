@@ -19,6 +19,7 @@
 mod deadline;
 mod equalize;
 mod link;
+mod parts;
 mod retransmit;
 mod shaping;
 mod status;
@@ -114,6 +115,10 @@ pub struct PathConfig {
     /// carries): pace at `bps`, never below, whatever the bandwidth estimate says; the
     /// congestion controller still bounds what is in flight.
     pub fixed_rate: bool,
+    /// Largest datagram the path carries, bytes: its link MTU less the IP, UDP and
+    /// sealing overhead (0 = no limit, as on a serial line). A packet that does not fit
+    /// with its data header goes in parts (`bond/parts.rs`).
+    pub max_datagram: usize,
 }
 
 /// Why a bond operation failed.
@@ -476,6 +481,23 @@ impl Bond {
                 path_seq,
                 payload,
             } => self.receive_data(now, i, &header, seq, path_seq, payload, bytes.len(), false),
+            Message::DataPart {
+                seq,
+                path_seq,
+                part,
+                parts,
+                kind,
+                payload,
+            } => self.receive_part(
+                now,
+                i,
+                &header,
+                (seq, path_seq),
+                (part, parts),
+                kind,
+                payload,
+                bytes.len(),
+            ),
             Message::Probe { probe_seq, epoch } => {
                 if let Some(epoch) = epoch {
                     self.on_peer_epoch(now, epoch);
@@ -529,6 +551,51 @@ impl Bond {
         wire_len: usize,
         ordered: bool,
     ) {
+        self.links[i]
+            .rx
+            .on_data(now, path_seq, header.timestamp, wire_len);
+        self.deliver_data(now, i, header, seq, payload, ordered);
+    }
+
+    /// Part of a packet on link `i`: joined with the parts before it; the whole packet
+    /// goes on as a data datagram would.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the fields of one DataPart; one call site"
+    )]
+    fn receive_part(
+        &mut self,
+        now: Instant,
+        i: usize,
+        header: &Header,
+        (seq, path_seq): (u64, u32),
+        (part, parts): (u8, u8),
+        kind: MessageType,
+        payload: &[u8],
+        wire_len: usize,
+    ) {
+        let mtu = self.cfg.mtu;
+        let link = &mut self.links[i];
+        link.rx.on_data(now, path_seq, header.timestamp, wire_len);
+        let Some(kind) = link.joiner.add(seq, part, parts, kind, payload, mtu) else {
+            return;
+        };
+        let whole = link.joiner.take();
+        self.deliver_data(now, i, header, seq, &whole, kind == MessageType::Data);
+        self.links[i].joiner.put_back(whole);
+    }
+
+    /// A whole packet received on link `i` (its datagram already counted for acks):
+    /// into the reorder buffer.
+    fn deliver_data(
+        &mut self,
+        now: Instant,
+        i: usize,
+        header: &Header,
+        seq: u64,
+        payload: &[u8],
+        ordered: bool,
+    ) {
         if payload.len() > self.cfg.mtu {
             // Larger than anything the peer may send: it would only grow the reorder
             // buffer's slots.
@@ -536,7 +603,6 @@ impl Bond {
             return;
         }
         let link = &mut self.links[i];
-        link.rx.on_data(now, path_seq, header.timestamp, wire_len);
         link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| seq_max(m, seq)));
         let rel = self.deadline.sample(&mut link.owd, now, header.timestamp);
         let (deadline, release) = if ordered {
@@ -706,24 +772,50 @@ impl Bond {
             return None;
         }
         let head = link.queue.front()?;
-        let len = head.buf.len() + DATA_HEADER_LEN;
+        let whole = head.buf.len() + DATA_HEADER_LEN;
+        let limit = link.cfg.max_datagram;
+        let (parts, range) = parts::split(
+            head.buf.len(),
+            limit.saturating_sub(wire::DATA_PART_HEADER_LEN),
+        );
+        let in_parts = limit > 0 && whole > limit && parts <= usize::from(u8::MAX);
+        let (len, part) = if in_parts {
+            let r = range(link.next_part);
+            (wire::DATA_PART_HEADER_LEN + r.len(), Some(r))
+        } else {
+            (whole, None)
+        };
         if buf.len() < len {
             return None;
         }
         if link.cc.next_send_time(now, len)? > now {
             return None;
         }
-        let q = link.pop()?;
         // Data carries the time its sequence number was assigned, not the time it
         // left: the receiver's delay spread then includes the wait in braid's queue,
         // which reorders packets just as much as the network does.
         let header = Header {
             path: link.id.0,
-            timestamp: q.enqueued.wire_micros(),
+            timestamp: head.enqueued.wire_micros(),
         };
         let path_seq = link.next_path_seq;
-        wire::emit_data_header_as(&header, kind, q.seq, path_seq, buf).ok()?;
-        buf[DATA_HEADER_LEN..len].copy_from_slice(&q.buf);
+        let done = match part {
+            None => {
+                wire::emit_data_header_as(&header, kind, head.seq, path_seq, buf).ok()?;
+                buf[DATA_HEADER_LEN..len].copy_from_slice(&head.buf);
+                true
+            }
+            Some(r) => {
+                let k = link.next_part;
+                // Both fit in a u8: `in_parts` checked the count.
+                let (k8, n8) = (k as u8, parts as u8);
+                wire::emit_data_part_header(&header, kind, head.seq, path_seq, k8, n8, buf).ok()?;
+                buf[wire::DATA_PART_HEADER_LEN..len].copy_from_slice(&head.buf[r]);
+                link.next_part = if k + 1 == parts { 0 } else { k + 1 };
+                k + 1 == parts
+            }
+        };
+        let sent = if done { link.pop() } else { None };
         link.next_path_seq = path_seq.wrapping_add(1);
         link.tx_packets += 1;
         link.tx_bytes += len as u64;
@@ -734,7 +826,9 @@ impl Bond {
         }
         let app_limited = link.queue.is_empty();
         link.cc.on_send(now, path_seq, len, app_limited);
-        self.recycle(q.buf);
+        if let Some(q) = sent {
+            self.recycle(q.buf);
+        }
         Some(len)
     }
 
@@ -862,7 +956,10 @@ impl Bond {
         BondStatus {
             scheduler: self.scheduler.name(),
             paths: self.links.iter().map(|l| l.status(self.now)).collect(),
-            counters: self.counters,
+            counters: BondCounters {
+                drop_partial: self.links.iter().map(|l| l.joiner.dropped).sum(),
+                ..self.counters
+            },
             reorder: self.reorder.stats(),
             reorder_deadline_us: self.current_deadline(self.now).as_micros() as u64,
             equalize_us: self.equalize_spread().as_micros() as u64,

@@ -79,6 +79,9 @@ pub struct BondCounters {
     pub unknown_path: u64,
     /// Data datagrams whose payload is larger than the bond's MTU (dropped).
     pub drop_rx_too_big: u64,
+    /// Packets that came in parts and could not be joined (a part was lost or moved to
+    /// another path), and parts that continued nothing: dropped.
+    pub drop_partial: u64,
     /// Times the peer announced a new epoch (it restarted).
     pub peer_restarts: u64,
     /// Times a stalled path's in-flight data was declared lost because the peer still

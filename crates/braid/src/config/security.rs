@@ -19,6 +19,11 @@ pub enum Encryption {
 }
 
 impl Encryption {
+    /// True when datagrams are sealed (they carry the envelope's overhead).
+    pub fn is_sealed(&self) -> bool {
+        !matches!(self, Encryption::None)
+    }
+
     /// The name shown by `braid check` and in the status.
     pub fn name(&self) -> &'static str {
         match self {

@@ -113,7 +113,7 @@ fn full_config_maps_every_key() {
         (10_000_000, 5, Some("eth1"))
     );
     assert!(p0.emulate.is_none());
-    let pc = p0.path_config();
+    let pc = p0.path_config(true);
     assert_eq!(
         (pc.name.as_str(), pc.bps, pc.prio, pc.cc.initial_rate_bps),
         ("p0", 10_000_000, 5, 10_000_000)
@@ -121,7 +121,9 @@ fn full_config_maps_every_key() {
 
     let p1 = &c.paths[1];
     assert_eq!(p1.udp().unwrap().local, "[fd00::1]:7001".parse().unwrap());
-    assert_eq!(p1.path_config().cc, CcConfig::default());
+    assert_eq!(p1.path_config(true).cc, CcConfig::default());
+    // IPv6 headers are 20 bytes longer.
+    assert_eq!(p1.path_config(true).max_datagram, 1500 - 48 - 32);
     let e = p1.emulate.as_ref().unwrap();
     assert_eq!(e.delay, Duration::from_micros(20_500));
     assert_eq!(e.jitter, Duration::from_millis(1));
@@ -140,7 +142,7 @@ fn full_config_maps_every_key() {
 fn defaults() {
     let c = parse(&with_bond("")).unwrap();
     assert_eq!(c.bond.interface, "braid0");
-    assert_eq!(c.bond.mtu, 1400);
+    assert_eq!(c.bond.mtu, 1500, "a standard Ethernet packet");
     assert_eq!(c.bond.address6, None);
     assert_eq!(c.bond.primary, None);
     let d = BondConfig::default();
@@ -149,9 +151,13 @@ fn defaults() {
         c.bond.core,
         BondConfig {
             scheduler: SchedulerConfig::Adaptive,
+            mtu: 1500,
             ..d
         }
     );
+    // A path's datagram: its link's MTU less IPv4 and UDP headers and the envelope.
+    assert_eq!(c.paths[0].path_config(true).max_datagram, 1500 - 28 - 32);
+    assert_eq!(c.paths[0].path_config(false).max_datagram, 1500 - 28);
     assert_eq!(
         (
             c.paths[0].bps,
@@ -789,7 +795,7 @@ fn serial_path_keys() {
     // 5760 bytes/s on the line; 1420-byte datagrams cost 1420 + 2 + 11 line bytes.
     assert_eq!(p.bps, serial_bps(57600, Framing::Cslip, 1420));
     assert!(p.bps > 45_000 && p.bps < 46_080, "{}", p.bps);
-    assert_eq!(p.path_config().bps, p.bps);
+    assert_eq!(p.path_config(true).bps, p.bps);
 
     // Defaults: slip; an explicit bps is kept and not adjusted.
     let c = parse(&serial_cfg(
@@ -857,6 +863,19 @@ fn serial_path_errors() {
         "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nbaud = 9600\n",
     ));
     assert_eq!(e, "t.toml:8:8: path[0].baud: only for kind = \"serial\"");
+    // On a UDP path, `mtu` is the link's (a PPPoE uplink: 1492).
+    let c = parse(&serial_cfg(
+        "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nmtu = 1492\n",
+    ))
+    .expect("a UDP path with its link mtu");
+    assert_eq!(c.paths[0].udp().map(|u| u.link_mtu), Some(1492));
+    let e = err(&serial_cfg(
+        "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nmtu = 100\n",
+    ));
+    assert!(
+        e.contains("path[0].mtu: 100 is out of range (576..=65535)"),
+        "{e}"
+    );
     let two = "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\n[[path]]\nname = \"a\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n[[path]]\nname = \"b\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n";
     assert_eq!(
         err(two),

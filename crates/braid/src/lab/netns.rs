@@ -311,7 +311,10 @@ impl Proc {
         }
         let _ = child.kill();
         let _ = child.wait();
-        bail!("{} did not exit within {timeout:?} of signal {signal}", self.name)
+        bail!(
+            "{} did not exit within {timeout:?} of signal {signal}",
+            self.name
+        )
     }
 
     /// Stop it now (SIGTERM, then SIGKILL after 2 s).

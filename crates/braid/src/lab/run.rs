@@ -280,7 +280,14 @@ impl Daemons {
 }
 
 /// `braid up` for one side, in its namespace, logging to `log`.
-fn spawn_up(braid: &Path, side: &str, ns: &str, conf: &Path, sock: &Path, log: &Path) -> Result<Proc> {
+fn spawn_up(
+    braid: &Path,
+    side: &str,
+    ns: &str,
+    conf: &Path,
+    sock: &Path,
+    log: &Path,
+) -> Result<Proc> {
     let mut cmd = netns::ns_command(ns, braid);
     cmd.arg("up")
         .arg("--config")
