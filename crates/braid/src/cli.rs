@@ -268,7 +268,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             print_out(&format!("changed {id}\n"))
         }
         Command::TcImport { file } => {
-            let text = std::fs::read_to_string(&file)
+            let text = crate::files::read_text(&file, crate::files::TEXT_MAX)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
             let script = braid_core::shape::tc::parse_script(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
@@ -277,7 +277,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             }
             print_out(&braid_core::shape::tc::to_toml(&script.spec))
         }
-        Command::Genkey => print_out(&(crate::keys::genkey() + "\n")),
+        Command::Genkey => {
+            if let Some(w) = crate::keys::genkey_output_warning() {
+                eprintln!("braid: warning: {w}");
+            }
+            print_out(&(crate::keys::genkey() + "\n"))
+        }
         Command::Pubkey => print_out(&(crate::keys::pubkey_from_stdin()? + "\n")),
         Command::Lab(args) => lab::main(args),
         Command::Demo => lab::demo(),

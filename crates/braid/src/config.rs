@@ -356,19 +356,41 @@ pub struct Config {
 }
 
 impl Config {
-    /// Read and validate a config file.
+    /// Read and validate a config file (at most [`crate::files::TEXT_MAX`] bytes). A key
+    /// inline is refused when others may read the file (`keys::check_secret_access`).
     pub fn load(file: &Path) -> Result<Config, ConfigError> {
         let name = file.display().to_string();
-        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        let fail = |message: String| ConfigError {
             file: name.clone(),
             position: None,
-            message: format!("cannot read config file: {e}"),
+            message,
+        };
+        let f =
+            std::fs::File::open(file).map_err(|e| fail(format!("cannot read config file: {e}")))?;
+        let access = f
+            .metadata()
+            .map_err(|e| fail(format!("cannot read config file: {e}")))?;
+        let text = crate::files::read_limited(f, crate::files::TEXT_MAX).map_err(|e| match e {
+            crate::files::ReadError::TooLarge { .. } => fail(format!("config file is {e}")),
+            e => fail(format!("cannot read config file: {e}")),
         })?;
-        Config::parse(&text, &name)
+        let source = security::Source {
+            path: file,
+            access: crate::keys::Access::of(&access),
+        };
+        Config::parse_from(&text, &name, Some(source))
     }
 
     /// Parse and validate config text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        Config::parse_from(text, file, None)
+    }
+
+    fn parse_from(
+        text: &str,
+        file: &str,
+        source: Option<security::Source<'_>>,
+    ) -> Result<Config, ConfigError> {
         let err = |span: Option<Range<usize>>, message: String| ConfigError {
             file: file.to_owned(),
             position: span.map(|s| line_col(text, s.start)),
@@ -377,7 +399,7 @@ impl Config {
         let raw: RawFile =
             toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
-        validate(raw, base).map_err(|(span, message)| err(span, message))
+        validate(raw, base, source).map_err(|(span, message)| err(span, message))
     }
 
     /// Create the bond and add the paths in file order. Returns the bond and the path ids
@@ -611,7 +633,7 @@ pub fn check_path_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
+fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> VResult<Config> {
     let Some(bond) = raw.bond else {
         return Err((
             None,
@@ -915,6 +937,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
             preshared_key: &b.preshared_key,
             preshared_key_file: &b.preshared_key_file,
             rekey_after_s: &b.rekey_after_s,
+            source,
         },
         bond_span,
         base,

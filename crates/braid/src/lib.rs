@@ -7,6 +7,7 @@
 //! | [`classes`] | `braid class show/change`: the shaper's classes over the control socket |
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
 //! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
+//! | [`files`] | bounded reads of configs, key files and scripts |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
 //! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod files;
 pub mod keys;
 pub mod lab;
 pub mod seal;

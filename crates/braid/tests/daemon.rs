@@ -90,7 +90,7 @@ impl Lab {
             ));
         }
         let f = self.dir.join(format!("{side}.toml"));
-        std::fs::write(&f, t).expect("write config");
+        braid::files::write_private(&f, &t).expect("write config");
         f
     }
 
