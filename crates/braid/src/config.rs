@@ -122,6 +122,9 @@ pub struct BondSettings {
     pub core: BondConfig,
     /// Keys, or the explicit `encryption = "none"`.
     pub encryption: Encryption,
+    /// `user` (and `group`): the account the daemon switches to once the TUN, sockets,
+    /// ttys and control socket are open (`braid up --user` overrides it).
+    pub run_as: Option<crate::privileges::RunAs>,
 }
 
 /// One validated `[[path]]`.
@@ -485,6 +488,8 @@ struct RawBond {
     preshared_key: Option<S<String>>,
     preshared_key_file: Option<S<String>>,
     rekey_after_s: Option<S<i64>>,
+    user: Option<S<String>>,
+    group: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -631,6 +636,32 @@ pub fn check_path_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `bond.user` and `bond.group`: names only (looked up by `braid up`, on the host that runs
+/// it).
+fn run_as(
+    user: Option<&S<String>>,
+    group: Option<&S<String>>,
+) -> VResult<Option<crate::privileges::RunAs>> {
+    use crate::privileges::check_account_name;
+    let Some(u) = user else {
+        return match group {
+            None => Ok(None),
+            Some(g) => Err(at(
+                g,
+                "bond.group: needs bond.user (the user to run as)".into(),
+            )),
+        };
+    };
+    check_account_name(u.get_ref()).map_err(|m| at(u, format!("bond.user: {m}")))?;
+    if let Some(g) = group {
+        check_account_name(g.get_ref()).map_err(|m| at(g, format!("bond.group: {m}")))?;
+    }
+    Ok(Some(crate::privileges::RunAs {
+        user: u.get_ref().clone(),
+        group: group.map(|g| g.get_ref().clone()),
+    }))
 }
 
 fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> VResult<Config> {
@@ -942,6 +973,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         bond_span,
         base,
     )?;
+    let run_as = run_as(b.user.as_ref(), b.group.as_ref())?;
     let bond = BondSettings {
         interface,
         address,
@@ -950,6 +982,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         primary: b.primary.map(S::into_inner),
         core,
         encryption,
+        run_as,
     };
     let shape = match raw.shape {
         None => None,

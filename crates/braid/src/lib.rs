@@ -9,6 +9,7 @@
 //! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
 //! | [`files`] | bounded reads of configs, key files and scripts |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
+//! | [`privileges`] | `braid up --user`: what is kept after start, and `status`'s account |
 //! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
 //! | [`status`] | `braid status`'s table |
@@ -23,6 +24,7 @@ pub mod daemon;
 pub mod files;
 pub mod keys;
 pub mod lab;
+pub mod privileges;
 pub mod seal;
 pub mod status;
 pub mod sys;

@@ -33,7 +33,10 @@ fn help_everywhere() {
         assert!(out.contains(sub), "top-level help lists {sub}: {out}");
     }
     let cases: &[(&[&str], &[&str])] = &[
-        (&["up", "--help"], &["--config", "--control"]),
+        (
+            &["up", "--help"],
+            &["--config", "--control", "--user", "--group"],
+        ),
         (&["status", "--help"], &["--json", "--control"]),
         (
             &["enslave", "--help"],
@@ -311,4 +314,34 @@ fn genkey_warns_about_a_file_others_can_read() {
     let (_, err) = text(&run(&["genkey"]));
     assert_eq!(err, "");
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn up_with_user_needs_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
+    {
+        eprintln!("SKIPPED: needs root and setpriv to run braid as nobody");
+        return;
+    }
+    let d = common::scratch("cli-user");
+    let f = d.join("plain.toml");
+    std::fs::write(
+        &f,
+        "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n",
+    )
+    .unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::braid())
+        .args(["up", "--config", f.to_str().unwrap(), "--user", "daemon"])
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    std::fs::remove_dir_all(&d).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "braid: --user daemon: braid up must start as root to switch users (it runs as uid 65534); or start it as that user with CAP_NET_ADMIN (docs/security.md)\n"
+    );
 }

@@ -1143,3 +1143,42 @@ fn an_inline_key_in_a_config_others_can_read_is_refused() {
     Config::parse(FULL, "b.toml").unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn user_and_group_to_run_as() {
+    let base = "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n";
+    let c = Config::parse(&format!("{base}user = \"nobody\"\n"), "u.toml").unwrap();
+    assert_eq!(
+        c.bond.run_as,
+        Some(crate::privileges::RunAs {
+            user: "nobody".into(),
+            group: None
+        })
+    );
+    let c = Config::parse(
+        &format!("{base}user = \"braid\"\ngroup = \"dialout\"\n"),
+        "u.toml",
+    )
+    .unwrap();
+    assert_eq!(c.bond.run_as.unwrap().group.as_deref(), Some("dialout"));
+    assert_eq!(Config::parse(base, "u.toml").unwrap().bond.run_as, None);
+    for (extra, want) in [
+        (
+            "group = \"x\"\n",
+            "u.toml:4:9: bond.group: needs bond.user (the user to run as)",
+        ),
+        (
+            "user = \"a b\"\n",
+            "u.toml:4:8: bond.user: \"a b\" is not a user or group name (letters, digits, _ . -)",
+        ),
+        (
+            "user = \"x\"\ngroup = \"\"\n",
+            "u.toml:5:9: bond.group: \"\" is not a user or group name (1-32 characters)",
+        ),
+    ] {
+        let e = Config::parse(&format!("{base}{extra}"), "u.toml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, want);
+    }
+}

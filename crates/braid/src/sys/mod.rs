@@ -1,7 +1,8 @@
-//! Linux glue: the TUN device, path sockets, signals and `ppoll`. Everything `unsafe` in
+//! Linux glue: the TUN device, path sockets, signals, `ppoll` and user switching. Everything `unsafe` in
 //! the program lives here.
 
 pub mod poll;
+pub mod privs;
 pub mod signal;
 pub mod tty;
 pub mod tun;
