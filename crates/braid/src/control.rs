@@ -353,8 +353,8 @@ impl Drop for ControlServer {
 }
 
 /// Whether the process at the other end of `stream` may use the control socket: root or
-/// the daemon's own user (SO_PEERCRED). The socket's mode 0600 already says so; this also
-/// covers the moment between bind and chmod, and a socket in a directory others can reach.
+/// the daemon's own user (SO_PEERCRED; after `--user`, that user). The socket's mode 0600
+/// already says so; this also covers a socket file whose mode was changed by hand.
 fn peer_allowed(stream: &UnixStream) -> bool {
     let mut cred = libc::ucred {
         pid: 0,
