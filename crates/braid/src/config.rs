@@ -128,6 +128,9 @@ pub struct BondSettings {
     pub core: BondConfig,
     /// Keys, or the explicit `encryption = "none"`.
     pub encryption: Encryption,
+    /// `user` (and `group`): the account the daemon switches to once the TUN, sockets,
+    /// ttys and control socket are open (`braid up --user` overrides it).
+    pub run_as: Option<crate::privileges::RunAs>,
 }
 
 /// One validated `[[path]]`.
@@ -386,19 +389,41 @@ pub struct Config {
 }
 
 impl Config {
-    /// Read and validate a config file.
+    /// Read and validate a config file (at most [`crate::files::TEXT_MAX`] bytes). A key
+    /// inline is refused when others may read the file (`keys::check_secret_access`).
     pub fn load(file: &Path) -> Result<Config, ConfigError> {
         let name = file.display().to_string();
-        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        let fail = |message: String| ConfigError {
             file: name.clone(),
             position: None,
-            message: format!("cannot read config file: {e}"),
+            message,
+        };
+        let f =
+            std::fs::File::open(file).map_err(|e| fail(format!("cannot read config file: {e}")))?;
+        let access = f
+            .metadata()
+            .map_err(|e| fail(format!("cannot read config file: {e}")))?;
+        let text = crate::files::read_limited(f, crate::files::TEXT_MAX).map_err(|e| match e {
+            crate::files::ReadError::TooLarge { .. } => fail(format!("config file is {e}")),
+            e => fail(format!("cannot read config file: {e}")),
         })?;
-        Config::parse(&text, &name)
+        let source = security::Source {
+            path: file,
+            access: crate::keys::Access::of(&access),
+        };
+        Config::parse_from(&text, &name, Some(source))
     }
 
     /// Parse and validate config text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        Config::parse_from(text, file, None)
+    }
+
+    fn parse_from(
+        text: &str,
+        file: &str,
+        source: Option<security::Source<'_>>,
+    ) -> Result<Config, ConfigError> {
         let err = |span: Option<Range<usize>>, message: String| ConfigError {
             file: file.to_owned(),
             position: span.map(|s| line_col(text, s.start)),
@@ -407,7 +432,7 @@ impl Config {
         let raw: RawFile =
             toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
-        validate(raw, base).map_err(|(span, message)| err(span, message))
+        validate(raw, base, source).map_err(|(span, message)| err(span, message))
     }
 
     /// Create the bond and add the paths in file order. Returns the bond and the path ids
@@ -501,6 +526,8 @@ struct RawBond {
     preshared_key: Option<S<String>>,
     preshared_key_file: Option<S<String>>,
     rekey_after_s: Option<S<i64>>,
+    user: Option<S<String>>,
+    group: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -649,7 +676,33 @@ pub fn check_path_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
+/// `bond.user` and `bond.group`: names only (looked up by `braid up`, on the host that runs
+/// it).
+fn run_as(
+    user: Option<&S<String>>,
+    group: Option<&S<String>>,
+) -> VResult<Option<crate::privileges::RunAs>> {
+    use crate::privileges::check_account_name;
+    let Some(u) = user else {
+        return match group {
+            None => Ok(None),
+            Some(g) => Err(at(
+                g,
+                "bond.group: needs bond.user (the user to run as)".into(),
+            )),
+        };
+    };
+    check_account_name(u.get_ref()).map_err(|m| at(u, format!("bond.user: {m}")))?;
+    if let Some(g) = group {
+        check_account_name(g.get_ref()).map_err(|m| at(g, format!("bond.group: {m}")))?;
+    }
+    Ok(Some(crate::privileges::RunAs {
+        user: u.get_ref().clone(),
+        group: group.map(|g| g.get_ref().clone()),
+    }))
+}
+
+fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> VResult<Config> {
     let Some(bond) = raw.bond else {
         return Err((
             None,
@@ -965,10 +1018,12 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
             preshared_key: &b.preshared_key,
             preshared_key_file: &b.preshared_key_file,
             rekey_after_s: &b.rekey_after_s,
+            source,
         },
         bond_span,
         base,
     )?;
+    let run_as = run_as(b.user.as_ref(), b.group.as_ref())?;
     let bond = BondSettings {
         interface,
         address,
@@ -977,6 +1032,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         primary: b.primary.map(S::into_inner),
         core,
         encryption,
+        run_as,
     };
     let shape = match raw.shape {
         None => None,

@@ -320,6 +320,8 @@ pub struct Daemon {
     raw_ip: bool,
     /// `raw-ip`: frames from the line that were not IPv4/IPv6 packets.
     rx_not_ip: u64,
+    /// The user it runs as (`--user`), for `status`.
+    privileges: crate::privileges::Privileges,
 }
 
 /// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down.
@@ -350,6 +352,7 @@ impl Daemon {
         let now = clock.now();
         let signals = Signals::new().map_err(|e| anyhow::anyhow!("signalfd: {e}"))?;
         let b = &cfg.bond;
+        let plan = crate::privileges::plan(b.run_as.as_ref())?;
         if std::os::unix::net::UnixStream::connect(control_path).is_ok() {
             anyhow::bail!(
                 "another braid is already running with control socket {}",
@@ -407,6 +410,11 @@ impl Daemon {
         }
         let raw_ip = paths.len() == 1 && paths.iter().all(PathIo::is_raw_ip);
         let control = ControlServer::bind(control_path)?;
+        // Everything privileged is open: become the `--user`, if any.
+        let (privileges, notes) = crate::privileges::apply(plan, cfg, &control)?;
+        for n in notes {
+            dlog!(now, "braid: {n}");
+        }
         let bufsize = b.core.mtu + DATA_HEADER_LEN + 64;
         let sealer = Sealer::new(cfg, now);
         if !sealer.enabled() {
@@ -434,6 +442,7 @@ impl Daemon {
             tun_write_errors: 0,
             raw_ip,
             rx_not_ip: 0,
+            privileges,
         };
         dlog!(
             now,
@@ -521,7 +530,7 @@ impl Daemon {
                         }
                     }
                     Slot::Tun => self.read_tun(now),
-                    Slot::Listener => self.control.accept(),
+                    Slot::Listener => self.control.accept(now),
                     Slot::Client => self.serve_client(now, pfd.fd),
                     Slot::Path(i) => self.read_path(now, i),
                 }
@@ -537,6 +546,7 @@ impl Daemon {
             }
         };
         merge(self.sealer.poll_timeout());
+        merge(self.control.poll_timeout());
         for p in &self.paths {
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
             if !p.is_open() {
@@ -685,6 +695,9 @@ impl Daemon {
         if self.sealer.poll_timeout().is_some_and(|t| t <= now) {
             self.sealer.handle_timeout(now);
         }
+        if self.control.poll_timeout().is_some_and(|t| t <= now) {
+            self.control.handle_timeout(now);
+        }
         while let Some(d) = self.sealer.poll_transmit(now) {
             for p in self.paths.iter_mut().filter(|p| p.is_open()) {
                 let to = match &p.carrier {
@@ -778,6 +791,7 @@ impl Daemon {
             tun_write_errors,
             raw_ip,
             rx_not_ip,
+            privileges,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
@@ -798,12 +812,13 @@ impl Daemon {
                     }
                     if v.get("status").is_some() && v.get("io").is_some() {
                         v["encryption"] = sealer.status_json(now);
+                        v["privileges"] = privileges.json();
                     }
                     v
                 }
             }
         };
-        control.service(fd, &mut handle);
+        control.service(now, fd, &mut handle);
         // Requests may have added paths or changed the bond: output happens next turn,
         // which starts at once because `turn_output` runs before every wait.
     }

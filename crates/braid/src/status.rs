@@ -203,6 +203,9 @@ pub fn render(resp: &Value) -> String {
     if let Some(e) = resp.get("encryption") {
         out.push_str(&crate::seal::render_status(e));
     }
+    if let Some(p) = resp.get("privileges") {
+        out.push_str(&crate::privileges::render_status(p));
+    }
     out
 }
 

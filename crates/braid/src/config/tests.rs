@@ -596,9 +596,26 @@ fn missing_file() {
     );
 }
 
+/// A copy of `examples/` in a scratch directory with the `private.key` the examples name
+/// (mode 0600), as a user who follows their comments has it.
+fn examples_with_key(tag: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = std::env::temp_dir().join(format!("braid-examples-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml" || e == "tc") {
+            std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    crate::files::write_private(&dir.join("private.key"), &crate::keys::genkey()).unwrap();
+    dir
+}
+
 #[test]
 fn every_example_parses() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = examples_with_key("parse");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -614,6 +631,7 @@ fn every_example_parses() {
         "expected at least 4 examples in {}, found {n}",
         dir.display()
     );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -731,8 +749,9 @@ fn shape_errors_name_key_and_line() {
 
 #[test]
 fn shape_script_relative_to_the_config_file() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = examples_with_key("script");
     let c = Config::load(&dir.join("household.toml")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
     let shape = c.shape.unwrap();
     assert_eq!(shape.spec.classes.len(), 5);
     assert_eq!(shape.spec.default_class.map(|c| c.0), Some(0x10013));
@@ -771,7 +790,7 @@ fn shape_script_must_be_a_bounded_regular_file() {
         .unwrap_err()
         .to_string();
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(e.contains("longer than 1048576 bytes"), "{e}");
+    assert!(e.contains("larger than 1 MiB"), "{e}");
 }
 
 fn serial_cfg(path: &str) -> String {
@@ -1096,4 +1115,89 @@ fn key_files_relative_and_mode_checked() {
         .to_string();
     assert!(e.contains("not both"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_inline_key_in_a_config_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("braid-inline-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("b.toml");
+    std::fs::write(&f, FULL).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = Config::load(&f).unwrap_err().to_string();
+    let line = FULL
+        .lines()
+        .position(|l| l.starts_with("private_key"))
+        .unwrap();
+    assert_eq!(
+        e,
+        format!(
+            "{f}:{}:15: bond.private_key: {f} has mode 0644: a config file with a key inline must not be accessible to group or others (chmod 600 {f}), or keep the key in bond.private_key_file",
+            line + 1,
+            f = f.display()
+        )
+    );
+    // The preshared key alone is a secret as well.
+    let psk_only = FULL.replace(
+        "private_key = \"4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY=\"",
+        "private_key_file = \"k\"",
+    );
+    crate::files::write_private(&dir.join("k"), &crate::keys::genkey()).unwrap();
+    std::fs::write(&f, &psk_only).unwrap();
+    let e = Config::load(&f).unwrap_err().to_string();
+    assert!(
+        e.contains("bond.preshared_key: ") && e.contains("mode 0644"),
+        "{e}"
+    );
+    // Mode 0600: accepted; keys in files only: the config's mode does not matter.
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Config::load(&f).unwrap();
+    let files_only = psk_only.replace("preshared_key = ", "# preshared_key = ");
+    std::fs::write(&f, files_only).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    Config::load(&f).unwrap();
+    // Text that is not a file has no mode to check.
+    Config::parse(FULL, "b.toml").unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn user_and_group_to_run_as() {
+    let base = "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n";
+    let c = Config::parse(&format!("{base}user = \"nobody\"\n"), "u.toml").unwrap();
+    assert_eq!(
+        c.bond.run_as,
+        Some(crate::privileges::RunAs {
+            user: "nobody".into(),
+            group: None
+        })
+    );
+    let c = Config::parse(
+        &format!("{base}user = \"braid\"\ngroup = \"dialout\"\n"),
+        "u.toml",
+    )
+    .unwrap();
+    assert_eq!(c.bond.run_as.unwrap().group.as_deref(), Some("dialout"));
+    assert_eq!(Config::parse(base, "u.toml").unwrap().bond.run_as, None);
+    for (extra, want) in [
+        (
+            "group = \"x\"\n",
+            "u.toml:4:9: bond.group: needs bond.user (the user to run as)",
+        ),
+        (
+            "user = \"a b\"\n",
+            "u.toml:4:8: bond.user: \"a b\" is not a user or group name (letters, digits, _ . -)",
+        ),
+        (
+            "user = \"x\"\ngroup = \"\"\n",
+            "u.toml:5:9: bond.group: \"\" is not a user or group name (1-32 characters)",
+        ),
+    ] {
+        let e = Config::parse(&format!("{base}{extra}"), "u.toml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, want);
+    }
 }

@@ -169,7 +169,8 @@ impl Daemons {
         let started = now();
         for (side, ns, cfg) in [("a", &topo.ns_a, cfg_a), ("b", &topo.ns_b, cfg_b)] {
             let conf = topo.file(&format!("{tag}-{side}.toml"));
-            std::fs::write(&conf, cfg).with_context(|| format!("writing {}", conf.display()))?;
+            crate::files::write_private(&conf, cfg)
+                .with_context(|| format!("writing {}", conf.display()))?;
             let sock = topo.file(&format!("{tag}-{side}.sock"));
             let log = topo.file(&format!("{tag}-{side}.log"));
             procs.push(spawn_up(braid, side, ns, &conf, &sock, &log)?);

@@ -192,7 +192,7 @@ impl ShareScenario {
                 .map(Some)
                 .with_context(|| format!("built-in scenario {arg}"));
         }
-        let Ok(text) = std::fs::read_to_string(arg) else {
+        let Ok(text) = crate::files::read_text(Path::new(arg), crate::files::TEXT_MAX) else {
             return Ok(None);
         };
         let kind = toml::from_str::<toml::Table>(&text)
@@ -211,7 +211,7 @@ impl ShareScenario {
         if let Some((_, t)) = SCRIPTS.iter().find(|(n, _)| *n == self.script) {
             return Ok((*t).to_string());
         }
-        std::fs::read_to_string(&self.script)
+        crate::files::read_text(Path::new(&self.script), crate::files::TEXT_MAX)
             .with_context(|| format!("reading tc script {}", self.script))
     }
 
