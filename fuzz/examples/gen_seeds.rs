@@ -104,7 +104,7 @@ fn wire_seeds() {
                 payload: b"pinned",
             },
         ),
-        ("probe", Message::Probe { probe_seq: 9 }),
+        ("probe", Message::Probe { probe_seq: 9, epoch: Some(9) }),
         (
             "probe_ack",
             Message::ProbeAck {
@@ -131,7 +131,7 @@ fn wire_seeds() {
     }
     // A control message with trailing bytes, and a sealed (version 2) first byte.
     let mut probe = vec![0u8; wire::PROBE_LEN];
-    wire::emit(&h, &Message::Probe { probe_seq: 1 }, &mut probe).expect("emit");
+    wire::emit(&h, &Message::Probe { probe_seq: 1, epoch: Some(1) }, &mut probe).expect("emit");
     probe.extend_from_slice(b"future");
     put("wire", "probe_trailing", &probe);
     put("wire", "sealed_version", &[2, 0, 0, 0, 0, 0, 0, 1]);

@@ -188,6 +188,13 @@ impl PathHealth {
         Some(seq)
     }
 
+    /// When probe `probe_seq` was sent, if it is still waiting for its answer.
+    pub fn pending_probe_sent(&self, probe_seq: u32) -> Option<Instant> {
+        let rec = self.probes.get(slot(probe_seq))?;
+        (rec.seq == probe_seq && matches!(rec.status, ProbeStatus::Pending | ProbeStatus::Lost))
+            .then_some(rec.sent)
+    }
+
     /// A probe ack arrived; `hold` is the peer's delay before answering.
     pub fn on_probe_ack(
         &mut self,

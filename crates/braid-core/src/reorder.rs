@@ -480,6 +480,14 @@ impl ReorderBuffer {
         self.refresh_gap();
     }
 
+    /// The sender restarted (it said so): flush everything held, in order, forget the
+    /// history, and let the next packet set the window, wherever its number is.
+    pub fn restart(&mut self) {
+        let next = self.next.unwrap_or(0);
+        self.resync(next);
+        self.next = None;
+    }
+
     /// Jump to `seq`: flush everything held, in order, and forget the history.
     fn resync(&mut self, seq: u64) {
         self.stats.resyncs += 1;

@@ -15,9 +15,10 @@
 //! | type | name | body (after the common header) | total |
 //! | --- | --- | --- | --- |
 //! | 0 | [`Message::Data`] | `seq u64 \| path_seq u32 \| payload` | 20 + payload |
-//! | 1 | [`Message::Probe`] | `probe_seq u32` | 12 |
+//! | 1 | [`Message::Probe`] | `probe_seq u32 \| epoch u64` (epoch optional) | 12 or 20 |
 //! | 2 | [`Message::ProbeAck`] | `probe_seq u32 \| echo_timestamp u32 \| hold_us u32` | 20 |
 //! | 4 | [`Message::PinnedData`] | as `Data` | 20 + payload |
+//! | 5 | [`Message::DataPart`] | `seq u64 \| path_seq u32 \| part u8 \| parts u8 \| kind u8 \| payload part` | 23 + part |
 //! | 3 | [`Message::Ack`] | `highest_path_seq u32 \| rx_bytes u64 \| rx_packets u64 \| echo_timestamp u32 \| hold_us u32` | 36 |
 //!
 //! Control messages (every type but `Data`) may carry trailing bytes; this version ignores
@@ -45,8 +46,12 @@ pub const SEALED_VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 8;
 /// Bytes of a data header (common header + bond seq + path seq).
 pub const DATA_HEADER_LEN: usize = 20;
-/// Bytes of a probe.
+/// Bytes of a data part's header (data header + part, parts, kind).
+pub const DATA_PART_HEADER_LEN: usize = 23;
+/// Bytes of a probe without the sender's epoch (the shortest valid probe).
 pub const PROBE_LEN: usize = 12;
+/// Bytes of a probe carrying the sender's epoch (what this version sends).
+pub const PROBE_EPOCH_LEN: usize = 20;
 /// Bytes of a probe ack.
 pub const PROBE_ACK_LEN: usize = 20;
 /// Bytes of an ack.
@@ -125,10 +130,31 @@ pub enum Message<'a> {
         /// The IP packet.
         payload: &'a [u8],
     },
+    /// One part of an IP packet too large for one datagram on its path (`Data` or
+    /// `PinnedData` split in order; the receiver joins the parts of one `seq` that arrive
+    /// in order on one path).
+    DataPart {
+        /// Bond-wide sequence number (of the whole packet).
+        seq: u64,
+        /// Per-path sequence number (of this datagram).
+        path_seq: u32,
+        /// This part's index, from 0.
+        part: u8,
+        /// How many parts the packet was split into (at least 2).
+        parts: u8,
+        /// The whole packet's type: [`MessageType::Data`] or [`MessageType::PinnedData`].
+        kind: MessageType,
+        /// This part of the IP packet.
+        payload: &'a [u8],
+    },
     /// A liveness probe.
     Probe {
         /// Probe number.
         probe_seq: u32,
+        /// The sender's epoch: a random number drawn when it started. A new one means the
+        /// peer restarted (`bond` then forgets what it knew of the old run). `None` in a
+        /// probe from a sender that does not send it (the 12-byte form).
+        epoch: Option<u64>,
     },
     /// The answer to a probe.
     ProbeAck {
@@ -149,6 +175,7 @@ impl Message<'_> {
         match self {
             Message::Data { .. } => MessageType::Data,
             Message::PinnedData { .. } => MessageType::PinnedData,
+            Message::DataPart { .. } => MessageType::DataPart,
             Message::Probe { .. } => MessageType::Probe,
             Message::ProbeAck { .. } => MessageType::ProbeAck,
             Message::Ack(_) => MessageType::Ack,
@@ -161,6 +188,8 @@ impl Message<'_> {
             Message::Data { payload, .. } | Message::PinnedData { payload, .. } => {
                 DATA_HEADER_LEN + payload.len()
             }
+            Message::DataPart { payload, .. } => DATA_PART_HEADER_LEN + payload.len(),
+            Message::Probe { epoch: Some(_), .. } => PROBE_EPOCH_LEN,
             other => other.message_type().min_len(),
         }
     }
@@ -180,6 +209,8 @@ pub enum MessageType {
     Ack = 3,
     /// An IP packet of a flow pinned to its path: no reordering needed.
     PinnedData = 4,
+    /// A part of an IP packet split over several datagrams.
+    DataPart = 5,
 }
 
 impl MessageType {
@@ -187,6 +218,7 @@ impl MessageType {
     pub const fn min_len(self) -> usize {
         match self {
             MessageType::Data | MessageType::PinnedData => DATA_HEADER_LEN,
+            MessageType::DataPart => DATA_PART_HEADER_LEN,
             MessageType::Probe => PROBE_LEN,
             MessageType::ProbeAck => PROBE_ACK_LEN,
             MessageType::Ack => ACK_LEN,
@@ -203,6 +235,7 @@ impl TryFrom<u8> for MessageType {
             2 => Ok(MessageType::ProbeAck),
             3 => Ok(MessageType::Ack),
             4 => Ok(MessageType::PinnedData),
+            5 => Ok(MessageType::DataPart),
             other => Err(WireError::UnknownType(other)),
         }
     }
@@ -220,7 +253,12 @@ mod field {
     pub const SEQ: Range<usize> = 8..16;
     pub const PATH_SEQ: Range<usize> = 16..20;
 
+    pub const PART: usize = 20;
+    pub const PARTS: usize = 21;
+    pub const PART_KIND: usize = 22;
+
     pub const PROBE_SEQ: Range<usize> = 8..12;
+    pub const PROBE_EPOCH: Range<usize> = 12..20;
     pub const PROBE_ECHO: Range<usize> = 12..16;
     pub const PROBE_HOLD: Range<usize> = 16..20;
 
@@ -350,8 +388,20 @@ fn decode(b: &[u8], ty: MessageType) -> Message<'_> {
             path_seq: get_u32(b, field::PATH_SEQ),
             payload: b.get(DATA_HEADER_LEN..).unwrap_or(&[]),
         },
+        MessageType::DataPart => Message::DataPart {
+            seq: get_u64(b, field::SEQ),
+            path_seq: get_u32(b, field::PATH_SEQ),
+            part: b.get(field::PART).copied().unwrap_or(0),
+            parts: b.get(field::PARTS).copied().unwrap_or(0),
+            kind: match b.get(field::PART_KIND) {
+                Some(4) => MessageType::PinnedData,
+                _ => MessageType::Data,
+            },
+            payload: b.get(DATA_PART_HEADER_LEN..).unwrap_or(&[]),
+        },
         MessageType::Probe => Message::Probe {
             probe_seq: get_u32(b, field::PROBE_SEQ),
+            epoch: (b.len() >= PROBE_EPOCH_LEN).then(|| get_u64(b, field::PROBE_EPOCH)),
         },
         MessageType::ProbeAck => Message::ProbeAck {
             probe_seq: get_u32(b, field::PROBE_SEQ),
@@ -408,8 +458,26 @@ pub fn emit(header: &Header, msg: &Message<'_>, buf: &mut [u8]) -> Result<usize,
             put(buf, field::PATH_SEQ, &path_seq.to_be_bytes());
             put(buf, DATA_HEADER_LEN..len, payload);
         }
-        Message::Probe { probe_seq } => {
+        Message::DataPart {
+            seq,
+            path_seq,
+            part,
+            parts,
+            kind,
+            payload,
+        } => {
+            put(buf, field::SEQ, &seq.to_be_bytes());
+            put(buf, field::PATH_SEQ, &path_seq.to_be_bytes());
+            put(buf, field::PART..field::PART + 1, &[part]);
+            put(buf, field::PARTS..field::PARTS + 1, &[parts]);
+            put(buf, field::PART_KIND..field::PART_KIND + 1, &[kind as u8]);
+            put(buf, DATA_PART_HEADER_LEN..len, payload);
+        }
+        Message::Probe { probe_seq, epoch } => {
             put(buf, field::PROBE_SEQ, &probe_seq.to_be_bytes());
+            if let Some(epoch) = epoch {
+                put(buf, field::PROBE_EPOCH, &epoch.to_be_bytes());
+            }
         }
         Message::ProbeAck {
             probe_seq,
@@ -448,6 +516,29 @@ pub fn emit_data_header(
     buf: &mut [u8],
 ) -> Result<usize, WireError> {
     emit_data_header_as(header, MessageType::Data, seq, path_seq, buf)
+}
+
+/// The header of part `part` of `parts` of a packet of type `kind` (`Data` or
+/// `PinnedData`), written into `buf` before the part itself; its length.
+pub fn emit_data_part_header(
+    header: &Header,
+    kind: MessageType,
+    seq: u64,
+    path_seq: u32,
+    part: u8,
+    parts: u8,
+    buf: &mut [u8],
+) -> Result<usize, WireError> {
+    if buf.len() < DATA_PART_HEADER_LEN {
+        return Err(WireError::BufferTooSmall);
+    }
+    emit_header(header, MessageType::DataPart, buf);
+    put(buf, field::SEQ, &seq.to_be_bytes());
+    put(buf, field::PATH_SEQ, &path_seq.to_be_bytes());
+    put(buf, field::PART..field::PART + 1, &[part]);
+    put(buf, field::PARTS..field::PARTS + 1, &[parts]);
+    put(buf, field::PART_KIND..field::PART_KIND + 1, &[kind as u8]);
+    Ok(DATA_PART_HEADER_LEN)
 }
 
 /// [`emit_data_header`] with the type given: `Data` or `PinnedData`.
@@ -494,6 +585,8 @@ mod tests {
         data.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef, 0x45]);
         let mut probe = common(1);
         probe.extend_from_slice(&[0xa0, 0xa1, 0xa2, 0xa3]);
+        let mut probe_epoch = probe.clone();
+        probe_epoch.extend_from_slice(&[0xe0, 0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7]);
         let mut probe_ack = common(2);
         probe_ack.extend_from_slice(&[0xa0, 0xa1, 0xa2, 0xa3]);
         probe_ack.extend_from_slice(&[0xb0, 0xb1, 0xb2, 0xb3]);
@@ -516,8 +609,16 @@ mod tests {
             (
                 Message::Probe {
                     probe_seq: 0xa0a1_a2a3,
+                    epoch: None,
                 },
                 probe,
+            ),
+            (
+                Message::Probe {
+                    probe_seq: 0xa0a1_a2a3,
+                    epoch: Some(0xe0e1_e2e3_e4e5_e6e7),
+                },
+                probe_epoch,
             ),
             (
                 Message::ProbeAck {
@@ -555,7 +656,13 @@ mod tests {
         let sizes: Vec<usize> = hand_made().iter().map(|(_, b)| b.len()).collect();
         assert_eq!(
             sizes,
-            [DATA_HEADER_LEN + 5, PROBE_LEN, PROBE_ACK_LEN, ACK_LEN]
+            [
+                DATA_HEADER_LEN + 5,
+                PROBE_LEN,
+                PROBE_EPOCH_LEN,
+                PROBE_ACK_LEN,
+                ACK_LEN
+            ]
         );
     }
 
@@ -602,13 +709,16 @@ mod tests {
                     "{msg:?} at {len}"
                 );
             }
-            // Data: any prefix at least a data header long is a shorter payload.
+            // Data: any prefix at least a data header long is a shorter payload; a probe
+            // cut inside its epoch is a probe without one.
             for len in min..bytes.len() {
                 let (_, m) = parse(&bytes[..len]).expect("long enough");
-                if let Message::Data { payload, .. } = m {
-                    assert_eq!(payload.len(), len - DATA_HEADER_LEN);
-                } else {
-                    panic!("only data has bytes beyond min_len here");
+                match m {
+                    Message::Data { payload, .. } => {
+                        assert_eq!(payload.len(), len - DATA_HEADER_LEN);
+                    }
+                    Message::Probe { epoch, .. } => assert_eq!(epoch, None),
+                    _ => panic!("only data and probes have bytes beyond min_len here"),
                 }
             }
         }
@@ -616,7 +726,13 @@ mod tests {
 
     #[test]
     fn control_messages_ignore_trailing_bytes() {
-        for (msg, mut bytes) in hand_made().into_iter().skip(1) {
+        // The 12-byte probe is left out: bytes after it are its epoch (a field appended
+        // in this version, as the rule for extending a control message allows).
+        let full = hand_made()
+            .into_iter()
+            .skip(1)
+            .filter(|(m, _)| !matches!(m, Message::Probe { epoch: None, .. }));
+        for (msg, mut bytes) in full {
             bytes.extend_from_slice(&[0x55; 9]);
             assert_eq!(parse(&bytes), Ok((HDR, msg)));
         }
@@ -631,7 +747,7 @@ mod tests {
                 assert_eq!(parse(&b), Err(WireError::UnknownVersion(v)));
                 assert_eq!(parse(&b[..1]), Err(WireError::UnknownVersion(v)));
             }
-            for t in [5u8, 6, 0x7f, 0xff] {
+            for t in [6u8, 7, 0x7f, 0xff] {
                 let mut b = bytes.clone();
                 b[1] = t;
                 assert_eq!(parse(&b), Err(WireError::UnknownType(t)));
@@ -688,7 +804,7 @@ mod tests {
 
     #[test]
     fn packet_view() {
-        let (_, bytes) = hand_made().swap_remove(3);
+        let (_, bytes) = hand_made().swap_remove(4);
         let p = Packet::new_checked(&bytes[..]).expect("valid");
         assert_eq!(p.version(), VERSION);
         assert_eq!(p.message_type(), MessageType::Ack);
@@ -726,8 +842,25 @@ mod tests {
         }
 
         #[test]
-        fn probe_round_trip(h in any::<(u16, u32)>(), probe_seq in any::<u32>()) {
-            roundtrip(Header { path: h.0, timestamp: h.1 }, Message::Probe { probe_seq });
+        fn data_part_round_trip(h in any::<(u16, u32)>(), seq in any::<u64>(), path_seq in any::<u32>(),
+                                part in any::<u8>(), parts in any::<u8>(), pinned in any::<bool>(),
+                                payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let kind = if pinned { MessageType::PinnedData } else { MessageType::Data };
+            let msg = Message::DataPart { seq, path_seq, part, parts, kind, payload: &payload };
+            roundtrip(Header { path: h.0, timestamp: h.1 }, msg);
+            // The in-place header writer agrees with emit.
+            let mut a = vec![0u8; DATA_PART_HEADER_LEN + payload.len()];
+            let mut b = a.clone();
+            emit(&Header { path: h.0, timestamp: h.1 }, &msg, &mut a).expect("room");
+            emit_data_part_header(&Header { path: h.0, timestamp: h.1 }, kind, seq, path_seq, part, parts, &mut b).expect("room");
+            b[DATA_PART_HEADER_LEN..].copy_from_slice(&payload);
+            prop_assert_eq!(a, b);
+        }
+
+        #[test]
+        fn probe_round_trip(h in any::<(u16, u32)>(), probe_seq in any::<u32>(),
+                            epoch in any::<Option<u64>>()) {
+            roundtrip(Header { path: h.0, timestamp: h.1 }, Message::Probe { probe_seq, epoch });
         }
 
         #[test]
@@ -765,16 +898,16 @@ mod tests {
 
         #[test]
         fn versioned_bytes_never_panic(
-            ty in 0u8..6,
+            ty in 0u8..7,
             rest in proptest::collection::vec(any::<u8>(), 0..48),
         ) {
             // Force the right version so the type/length checks get exercised.
             let mut bytes = vec![VERSION, ty];
             bytes.extend_from_slice(&rest);
             let r = parse(&bytes);
-            if ty > 4 && bytes.len() >= HEADER_LEN {
+            if ty > 5 && bytes.len() >= HEADER_LEN {
                 prop_assert_eq!(r, Err(WireError::UnknownType(ty)));
-            } else if ty <= 4 {
+            } else if ty <= 5 {
                 let ok = bytes.len() >= MessageType::try_from(ty).expect("known").min_len();
                 prop_assert_eq!(r.is_ok(), ok);
             }

@@ -74,6 +74,13 @@ pub enum Command {
         /// control socket to create [default: /run/braid/<interface>.sock]
         #[arg(long, value_name = "PATH")]
         control: Option<PathBuf>,
+        /// once the TUN, sockets and ttys are open, run as this user (keeping only the
+        /// capabilities it still needs) [default: bond.user]
+        #[arg(long, value_name = "NAME")]
+        user: Option<String>,
+        /// with --user: run with this group [default: bond.group, else the user's]
+        #[arg(long, value_name = "NAME", requires = "user")]
+        group: Option<String>,
         /// log more: debug lines too
         #[arg(long, short, action = clap::ArgAction::Count, conflicts_with = "quiet")]
         verbose: u8,
@@ -213,12 +220,21 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Up {
             config,
             control,
+            user,
+            group,
             verbose,
             quiet,
         } => {
             crate::log::init(verbose, quiet);
-            let cfg = load(&config)?;
-            daemon::run(&cfg, &config, control.as_deref())
+            let loaded = load(&config)?;
+            let mut cfg = loaded.clone();
+            if let Some(user) = user {
+                for n in std::iter::once(&user).chain(&group) {
+                    crate::privileges::check_account_name(n).map_err(|e| anyhow::anyhow!("{e}"))?;
+                }
+                cfg.bond.run_as = Some(crate::privileges::RunAs { user, group });
+            }
+            daemon::run(&cfg, (&config, &loaded), control.as_deref())
         }
         Command::Check { config } => {
             let cfg = load(&config)?;
@@ -319,7 +335,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             print_out(&format!("changed {id}\n"))
         }
         Command::TcImport { file } => {
-            let text = std::fs::read_to_string(&file)
+            let text = crate::files::read_text(&file, crate::files::TEXT_MAX)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
             let script = braid_core::shape::tc::parse_script(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
@@ -328,7 +344,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             }
             print_out(&braid_core::shape::tc::to_toml(&script.spec))
         }
-        Command::Genkey => print_out(&(crate::keys::genkey() + "\n")),
+        Command::Genkey => {
+            if let Some(w) = crate::keys::genkey_output_warning() {
+                eprintln!("braid: warning: {w}");
+            }
+            print_out(&(crate::keys::genkey() + "\n"))
+        }
         Command::Pubkey => print_out(&(crate::keys::pubkey_from_stdin()? + "\n")),
         Command::Lab(args) => lab::main(args),
         Command::Demo => lab::demo(),
@@ -350,7 +371,7 @@ mod tests {
         let c = Cli::try_parse_from(["braid", "up", "--config", "x.toml", "--control", "/tmp/s"])
             .unwrap();
         assert!(
-            matches!(c.command, Command::Up { ref config, control: Some(_), .. } if config == Path::new("x.toml"))
+            matches!(c.command, Command::Up { ref config, control: Some(_), user: None, .. } if config == Path::new("x.toml"))
         );
         let c = Cli::try_parse_from([
             "braid",

@@ -33,39 +33,18 @@ use crate::sys::tty::SUPPORTED_BAUDS;
 
 /// Smallest TUN MTU accepted (the IPv4 minimum datagram every host must take).
 pub const MTU_MIN: u32 = 576;
+/// Default TUN MTU: a standard Ethernet packet, carried in parts where a path's
+/// datagram is smaller (`bond/parts.rs`), so neither hosts nor users need to know.
+pub const MTU_DEFAULT: u32 = 1500;
+/// Default TUN MTU of a bond with serial lines: a frame's line time grows with it (the
+/// serial defaults and tables were set for 1400; the SLIP seed itself used 296).
+pub const MTU_DEFAULT_SERIAL: u32 = 1400;
 /// Largest TUN MTU accepted: a sealed braid datagram (IPv6 + UDP + envelope + data header +
 /// packet) must fit in 65535 bytes.
 pub const MTU_MAX: u32 =
     65535 - 40 - 8 - braid_core::crypto::envelope::OVERHEAD as u32 - DATA_HEADER_LEN as u32;
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 pub const IFNAME_MAX: usize = 15;
-
-/// Longest config file read; real ones are a few kilobytes.
-pub const CONFIG_MAX: u64 = 1 << 20;
-
-/// The text of `path`, a regular file of at most `max` bytes. Opened without blocking, so
-/// that a fifo is refused rather than waited on.
-fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut text = String::new();
-    file.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > max {
-        return Err(format!("longer than {max} bytes"));
-    }
-    Ok(text)
-}
 
 /// A config error: where (if known) and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,6 +129,9 @@ pub struct BondSettings {
     pub core: BondConfig,
     /// Keys, or the explicit `encryption = "none"`.
     pub encryption: Encryption,
+    /// `user` (and `group`): the account the daemon switches to once the TUN, sockets,
+    /// ttys and control socket are open (`braid up --user` overrides it).
+    pub run_as: Option<crate::privileges::RunAs>,
 }
 
 /// One validated `[[path]]`.
@@ -177,6 +159,25 @@ pub struct UdpSettings {
     pub remote: SocketAddr,
     /// Interface to bind to (SO_BINDTODEVICE).
     pub dev: Option<String>,
+    /// MTU of the link under the path (`mtu`, default 1500): with the IP and UDP headers
+    /// and the sealing overhead it sets the largest datagram, and a TUN packet that does
+    /// not fit goes in two (or more) parts.
+    pub link_mtu: u32,
+}
+
+/// Default MTU of the link under a UDP path (Ethernet).
+pub const LINK_MTU_DEFAULT: u32 = 1500;
+
+/// Largest braid datagram on a UDP path to `remote` over a link of `link_mtu`: less
+/// the IP and UDP headers, and the envelope when `sealed`.
+pub fn udp_max_datagram(remote: &SocketAddr, link_mtu: u32, sealed: bool) -> usize {
+    let ip_udp = if remote.is_ipv4() { 20 + 8 } else { 40 + 8 };
+    let seal = if sealed {
+        braid_core::crypto::envelope::OVERHEAD
+    } else {
+        0
+    };
+    (link_mtu as usize).saturating_sub(ip_udp + seal)
 }
 
 /// `kind = "serial"`: the path's line.
@@ -277,11 +278,15 @@ impl PathSettings {
     }
 
     /// The core's view of the path.
-    pub fn path_config(&self) -> PathConfig {
+    /// The core's settings for this path; `sealed`: datagrams carry the envelope.
+    pub fn path_config(&self, sealed: bool) -> PathConfig {
         let mut c = path_config(&self.name, self.bps, self.prio);
-        if let Some(s) = self.serial() {
-            c.ack_delay = Some(serial_ack_delay(s.baud, s.mtu));
-            c.fixed_rate = true;
+        match &self.transport {
+            Transport::Serial(s) => {
+                c.ack_delay = Some(serial_ack_delay(s.baud, s.mtu));
+                c.fixed_rate = true;
+            }
+            Transport::Udp(u) => c.max_datagram = udp_max_datagram(&u.remote, u.link_mtu, sealed),
         }
         c
     }
@@ -369,6 +374,7 @@ pub fn path_config(name: &str, bps: u64, prio: i32) -> PathConfig {
         cc,
         ack_delay: None,
         fixed_rate: false,
+        max_datagram: 0,
     }
 }
 
@@ -384,20 +390,41 @@ pub struct Config {
 }
 
 impl Config {
-    /// Read and validate a config file: a regular file of at most [`CONFIG_MAX`] bytes
-    /// (a daemon re-reads it on SIGHUP: `/dev/zero` or a fifo must not hang or fill it).
+    /// Read and validate a config file (at most [`crate::files::TEXT_MAX`] bytes). A key
+    /// inline is refused when others may read the file (`keys::check_secret_access`).
     pub fn load(file: &Path) -> Result<Config, ConfigError> {
         let name = file.display().to_string();
-        let text = read_bounded(file, CONFIG_MAX).map_err(|e| ConfigError {
+        let fail = |message: String| ConfigError {
             file: name.clone(),
             position: None,
-            message: format!("cannot read config file: {e}"),
+            message,
+        };
+        let f =
+            std::fs::File::open(file).map_err(|e| fail(format!("cannot read config file: {e}")))?;
+        let access = f
+            .metadata()
+            .map_err(|e| fail(format!("cannot read config file: {e}")))?;
+        let text = crate::files::read_limited(f, crate::files::TEXT_MAX).map_err(|e| match e {
+            crate::files::ReadError::TooLarge { .. } => fail(format!("config file is {e}")),
+            e => fail(format!("cannot read config file: {e}")),
         })?;
-        Config::parse(&text, &name)
+        let source = security::Source {
+            path: file,
+            access: crate::keys::Access::of(&access),
+        };
+        Config::parse_from(&text, &name, Some(source))
     }
 
     /// Parse and validate config text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        Config::parse_from(text, file, None)
+    }
+
+    fn parse_from(
+        text: &str,
+        file: &str,
+        source: Option<security::Source<'_>>,
+    ) -> Result<Config, ConfigError> {
         let err = |span: Option<Range<usize>>, message: String| ConfigError {
             file: file.to_owned(),
             position: span.map(|s| line_col(text, s.start)),
@@ -406,7 +433,7 @@ impl Config {
         let raw: RawFile =
             toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
-        validate(raw, base).map_err(|(span, message)| err(span, message))
+        validate(raw, base, source).map_err(|(span, message)| err(span, message))
     }
 
     /// Create the bond and add the paths in file order. Returns the bond and the path ids
@@ -415,11 +442,19 @@ impl Config {
         &self,
         now: braid_core::Instant,
     ) -> anyhow::Result<(braid_core::bond::Bond, Vec<PathId>)> {
-        let mut bond = braid_core::bond::Bond::new(self.bond.core.clone(), now);
+        use braid_core::crypto::OsRng;
+        use rand_core::RngCore;
+        // A new epoch every run: the peer tells a restart by it, and this run's sequence
+        // and probe numbers start where the last run's cannot be.
+        let cfg = braid_core::bond::BondConfig {
+            epoch: OsRng.next_u64(),
+            ..self.bond.core.clone()
+        };
+        let mut bond = braid_core::bond::Bond::new(cfg, now);
         let mut ids = Vec::with_capacity(self.paths.len());
         for p in &self.paths {
             let id = bond
-                .add_path(now, p.path_config())
+                .add_path(now, p.path_config(self.bond.encryption.is_sealed()))
                 .map_err(|e| anyhow::anyhow!("path {:?}: {e}", p.name))?;
             ids.push(id);
         }
@@ -492,6 +527,8 @@ struct RawBond {
     preshared_key: Option<S<String>>,
     preshared_key_file: Option<S<String>>,
     rekey_after_s: Option<S<i64>>,
+    user: Option<S<String>>,
+    group: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -640,7 +677,33 @@ pub fn check_path_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
+/// `bond.user` and `bond.group`: names only (looked up by `braid up`, on the host that runs
+/// it).
+fn run_as(
+    user: Option<&S<String>>,
+    group: Option<&S<String>>,
+) -> VResult<Option<crate::privileges::RunAs>> {
+    use crate::privileges::check_account_name;
+    let Some(u) = user else {
+        return match group {
+            None => Ok(None),
+            Some(g) => Err(at(
+                g,
+                "bond.group: needs bond.user (the user to run as)".into(),
+            )),
+        };
+    };
+    check_account_name(u.get_ref()).map_err(|m| at(u, format!("bond.user: {m}")))?;
+    if let Some(g) = group {
+        check_account_name(g.get_ref()).map_err(|m| at(g, format!("bond.group: {m}")))?;
+    }
+    Ok(Some(crate::privileges::RunAs {
+        user: u.get_ref().clone(),
+        group: group.map(|g| g.get_ref().clone()),
+    }))
+}
+
+fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> VResult<Config> {
     let Some(bond) = raw.bond else {
         return Err((
             None,
@@ -669,14 +732,25 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
                 .ok_or_else(|| at(s, format!("bond.address6: {:?} is not an IPv6 address with prefix, such as \"fd00:b::1/64\"", s.get_ref())))?,
         ),
     };
+    let serial = raw.path.iter().any(|p| {
+        p.get_ref()
+            .kind
+            .as_ref()
+            .is_some_and(|k| k.get_ref() == "serial")
+    });
+    let default_mtu = if serial {
+        MTU_DEFAULT_SERIAL
+    } else {
+        MTU_DEFAULT
+    };
     let mtu = int(
         &b.mtu,
         "bond.mtu",
         i64::from(MTU_MIN),
         i64::from(MTU_MAX),
-        1400,
+        i64::from(default_mtu),
     )?;
-    let mtu = u32::try_from(mtu).unwrap_or(1400);
+    let mtu = u32::try_from(mtu).unwrap_or(default_mtu);
 
     let sched_name = b
         .scheduler
@@ -786,10 +860,11 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
                         return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
                     }
                 }
-                for (v, k) in [(&p.baud, "baud"), (&p.mtu, "mtu")] {
-                    if let Some(v) = v {
-                        return Err(at(v, format!("{}: only for kind = \"serial\"", key(k))));
-                    }
+                if let Some(v) = &p.baud {
+                    return Err(at(
+                        v,
+                        format!("{}: only for kind = \"serial\"", key("baud")),
+                    ));
                 }
                 Transport::Udp(udp_path(&p, &key, &need, &mut locals)?)
             }
@@ -931,7 +1006,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         reorder_max,
         queue_max_delay,
         equalize_max,
-        mtu: usize::try_from(mtu).unwrap_or(1400),
+        mtu: usize::try_from(mtu).unwrap_or(default_mtu as usize),
         seed,
         ..BondConfig::default()
     };
@@ -944,10 +1019,12 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
             preshared_key: &b.preshared_key,
             preshared_key_file: &b.preshared_key_file,
             rekey_after_s: &b.rekey_after_s,
+            source,
         },
         bond_span,
         base,
     )?;
+    let run_as = run_as(b.user.as_ref(), b.group.as_ref())?;
     let bond = BondSettings {
         interface,
         address,
@@ -956,6 +1033,7 @@ fn validate(raw: RawFile, base: &Path) -> VResult<Config> {
         primary: b.primary.map(S::into_inner),
         core,
         encryption,
+        run_as,
     };
     let shape = match raw.shape {
         None => None,
@@ -1014,7 +1092,20 @@ fn udp_path(
             Some(s.get_ref().clone())
         }
     };
-    Ok(UdpSettings { local, remote, dev })
+    let link_mtu = int(
+        &p.mtu,
+        &key("mtu"),
+        576,
+        65_535,
+        i64::from(LINK_MTU_DEFAULT),
+    )?;
+    let link_mtu = u32::try_from(link_mtu).unwrap_or(LINK_MTU_DEFAULT);
+    Ok(UdpSettings {
+        local,
+        remote,
+        dev,
+        link_mtu,
+    })
 }
 
 /// `device`, `baud`, `framing`, `mtu` of a serial path; `bond_mtu` is the TUN's.

@@ -12,14 +12,17 @@
 //! Responses are `{"ok":true,...}` or `{"ok":false,"error":"..."}`. The server side is
 //! non-blocking and lives in the daemon's event loop: a client that sends garbage, sends
 //! too much, stops reading or disconnects is answered with an error or dropped, and never
-//! disturbs the bond.
+//! disturbs the bond. A client that sends no complete request for [`IDLE_TIMEOUT`] is
+//! dropped, and when [`MAX_CLIENTS`] are connected the longest idle one makes room for a
+//! newcomer, so silent connections cannot lock the CLI out.
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use braid_core::Instant;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -29,8 +32,10 @@ pub const RUN_DIR: &str = "/run/braid";
 pub const MAX_REQUEST: usize = 64 * 1024;
 /// Most response bytes kept for a client that does not read them.
 pub const MAX_PENDING_OUTPUT: usize = 4 << 20;
-/// Most clients connected at once; more are refused.
+/// Most clients connected at once; a newcomer beyond it replaces the longest idle one.
 pub const MAX_CLIENTS: usize = 32;
+/// A client that sends no complete request for this long is dropped.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default control socket for an interface: `/run/braid/<interface>.sock`.
 pub fn default_socket(interface: &str) -> PathBuf {
@@ -53,6 +58,20 @@ fn find_socket_in(dir: &Path) -> anyhow::Result<PathBuf> {
         Err(e) => anyhow::bail!("cannot list {}: {e}", dir.display()),
     };
     found.sort();
+    // A socket nothing listens on is stale (a daemon that was killed, or that ran as
+    // another user and could not remove it): skip it when a live one is there.
+    if found.len() > 1 {
+        let live: Vec<PathBuf> = found
+            .iter()
+            .filter(|p| {
+                !matches!(UnixStream::connect(p), Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED))
+            })
+            .cloned()
+            .collect();
+        if !live.is_empty() {
+            found = live;
+        }
+    }
     match found.len() {
         0 => anyhow::bail!("no braid daemon found: no control socket in {} (is `braid up` running? else pass --control PATH)", dir.display()),
         1 => Ok(found.remove(0)),
@@ -149,6 +168,20 @@ struct Client {
     output: Vec<u8>,
     /// Stop reading; close once the output is flushed.
     closing: bool,
+    /// Dropped at this time unless a complete request comes in first.
+    idle_until: Instant,
+}
+
+impl Client {
+    fn new(stream: UnixStream, now: Instant) -> Client {
+        Client {
+            stream,
+            input: Vec::new(),
+            output: Vec::new(),
+            closing: false,
+            idle_until: now + IDLE_TIMEOUT,
+        }
+    }
 }
 
 /// The daemon's side of the control socket.
@@ -161,13 +194,15 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Bind the socket at `path` (mode 0600; a missing parent directory is created 0700).
-    /// A stale socket file is replaced; a live one (another daemon answers) is an error.
+    /// Bind the socket at `path`, mode 0600 from the start (bound under umask 0177: no
+    /// chmod afterwards that a symlink could redirect). A missing parent directory is
+    /// created 0755; an existing one must be a directory owned by root or us that others
+    /// cannot write to ([`check_dir`]). A stale socket file is replaced; a live one
+    /// (another daemon answers) is an error.
     pub fn bind(path: &Path) -> anyhow::Result<ControlServer> {
         check_free(path)?;
-        let listener = UnixListener::bind(path)
+        let listener = crate::sys::with_umask(0o177, || UnixListener::bind(path))
             .map_err(|e| anyhow::anyhow!("cannot bind control socket {}: {e}", path.display()))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
         Ok(ControlServer {
             listener,
@@ -194,23 +229,30 @@ impl ControlServer {
             .map(|c| (c.stream.as_raw_fd(), !c.output.is_empty()))
     }
 
-    /// Accept waiting connections.
-    pub fn accept(&mut self) {
+    /// Hand the socket file to `uid`:`gid` (the user the daemon is about to run as), so
+    /// that user may connect to it too. The socket was just bound by us, in a directory
+    /// only root can write to; `lchown` does not follow a symlink anyway.
+    pub fn chown(&self, uid: u32, gid: u32) -> io::Result<()> {
+        std::os::unix::fs::lchown(&self.path, Some(uid), Some(gid))
+    }
+
+    /// Accept waiting connections. When [`MAX_CLIENTS`] are connected, the one idle the
+    /// longest is dropped to make room.
+    pub fn accept(&mut self, now: Instant) {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    if self.clients.len() >= MAX_CLIENTS
-                        || !peer_allowed(&stream)
-                        || stream.set_nonblocking(true).is_err()
-                    {
+                    if !peer_allowed(&stream) || stream.set_nonblocking(true).is_err() {
                         continue; // dropped: closes the connection
                     }
-                    self.clients.push(Client {
-                        stream,
-                        input: Vec::new(),
-                        output: Vec::new(),
-                        closing: false,
-                    });
+                    if self.clients.len() >= MAX_CLIENTS {
+                        if let Some(i) =
+                            (0..self.clients.len()).min_by_key(|&i| self.clients[i].idle_until)
+                        {
+                            self.clients.swap_remove(i);
+                        }
+                    }
+                    self.clients.push(Client::new(stream, now));
                 }
                 Err(_) => return,
             }
@@ -219,20 +261,36 @@ impl ControlServer {
 
     /// Serve the client with fd `fd`: read what it sent, answer each complete line with
     /// `handle`, write what can be written, drop it if it is gone or misbehaves.
-    pub fn service(&mut self, fd: RawFd, handle: &mut dyn FnMut(Result<Request, String>) -> Value) {
+    pub fn service(
+        &mut self,
+        now: Instant,
+        fd: RawFd,
+        handle: &mut dyn FnMut(Result<Request, String>) -> Value,
+    ) {
         let Some(i) = self.clients.iter().position(|c| c.stream.as_raw_fd() == fd) else {
             return;
         };
-        let keep = serve(&mut self.clients[i], &mut self.scratch, handle);
+        let keep = serve(&mut self.clients[i], now, &mut self.scratch, handle);
         if !keep {
             self.clients.swap_remove(i);
         }
+    }
+
+    /// When the next idle client is due to be dropped.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.clients.iter().map(|c| c.idle_until).min()
+    }
+
+    /// Drop the clients idle past [`IDLE_TIMEOUT`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.clients.retain(|c| c.idle_until > now);
     }
 }
 
 /// Read, answer, write; false when the client should be dropped.
 fn serve(
     c: &mut Client,
+    now: Instant,
     scratch: &mut [u8],
     handle: &mut dyn FnMut(Result<Request, String>) -> Value,
 ) -> bool {
@@ -255,6 +313,7 @@ fn serve(
                         let resp = handle(req);
                         c.output.extend_from_slice(resp.to_string().as_bytes());
                         c.output.push(b'\n');
+                        c.idle_until = now + IDLE_TIMEOUT;
                     }
                     if c.input.len() > MAX_REQUEST {
                         let resp = error(format!(
@@ -297,8 +356,8 @@ impl Drop for ControlServer {
 }
 
 /// Whether the process at the other end of `stream` may use the control socket: root or
-/// the daemon's own user (SO_PEERCRED). The socket's mode 0600 already says so; this also
-/// covers the moment between bind and chmod, and a socket in a directory others can reach.
+/// the daemon's own user (SO_PEERCRED; after `--user`, that user). The socket's mode 0600
+/// already says so; this also covers a socket file whose mode was changed by hand.
 fn peer_allowed(stream: &UnixStream) -> bool {
     let mut cred = libc::ucred {
         pid: 0,
@@ -321,17 +380,18 @@ fn peer_allowed(stream: &UnixStream) -> bool {
     r == 0 && (cred.uid == 0 || cred.uid == me)
 }
 
-/// Make sure `path` can be bound: create the parent (0700) if missing; remove a stale
-/// socket; refuse if a daemon answers there.
+/// Make sure `path` can be bound: create the parent (0755) if missing, else check it; remove
+/// a stale socket; refuse if a daemon answers there.
 fn check_free(path: &Path) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
+        if dir.symlink_metadata().is_err() {
             std::fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(0o755)
                 .create(dir)
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         }
+        check_dir(dir)?;
     }
     if path.exists() || path.symlink_metadata().is_ok() {
         if UnixStream::connect(path).is_ok() {
@@ -345,6 +405,35 @@ fn check_free(path: &Path) -> anyhow::Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// The control socket's directory must be a real directory (not a symlink), owned by root
+/// or by us, that no one else can write to (unless it is sticky, as /tmp: then others
+/// cannot remove or replace our socket): else another user could swap the socket the CLI
+/// talks to.
+fn check_dir(dir: &Path) -> anyhow::Result<()> {
+    let meta = dir
+        .symlink_metadata()
+        .map_err(|e| anyhow::anyhow!("control socket directory {}: {e}", dir.display()))?;
+    let me = crate::sys::euid();
+    let mode = meta.mode() & 0o7777;
+    let problem = if !meta.is_dir() {
+        Some("is not a directory".to_owned())
+    } else if meta.uid() != 0 && meta.uid() != me {
+        Some(format!("is owned by uid {}", meta.uid()))
+    } else if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        Some(format!("is writable by group or others (mode {mode:04o})"))
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(p) => anyhow::bail!(
+            "control socket directory {} {p}: it must be a directory owned by root{} that others cannot write to (fix or remove it, or pass --control PATH)",
+            dir.display(),
+            if me == 0 { String::new() } else { format!(" or uid {me}") }
+        ),
+    }
 }
 
 /// Send one request to the daemon at `path` and return its response. Errors from the
@@ -391,13 +480,14 @@ pub fn request(path: &Path, req: &Value) -> anyhow::Result<Value> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn own_user_passes_the_peer_check() {
         let (a, _b) = UnixStream::pair().unwrap();
         assert!(peer_allowed(&a));
     }
-    use super::*;
 
     #[test]
     fn parses_every_command() {
@@ -460,15 +550,7 @@ mod tests {
     fn pair() -> (Client, UnixStream) {
         let (a, b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        (
-            Client {
-                stream: a,
-                input: Vec::new(),
-                output: Vec::new(),
-                closing: false,
-            },
-            b,
-        )
+        (Client::new(a, Instant::ZERO), b)
     }
 
     fn echo_handler(
@@ -491,12 +573,22 @@ mod tests {
         let mut seen = Vec::new();
         peer.write_all(b"{\"cmd\":\"status\"}\ngarbage\n{\"cmd\":\"sta")
             .unwrap();
-        assert!(serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
+        assert!(serve(
+            &mut c,
+            Instant::ZERO,
+            &mut scratch,
+            &mut echo_handler(&mut seen)
+        ));
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0], Ok(Request::Status));
         assert!(seen[1].is_err());
         peer.write_all(b"tus\"}\n").unwrap();
-        assert!(serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
+        assert!(serve(
+            &mut c,
+            Instant::ZERO,
+            &mut scratch,
+            &mut echo_handler(&mut seen)
+        ));
         assert_eq!(seen.len(), 3);
         peer.set_nonblocking(true).unwrap();
         let mut out = String::new();
@@ -511,7 +603,12 @@ mod tests {
         );
         // Disconnect: dropped.
         drop(peer);
-        assert!(!serve(&mut c, &mut scratch, &mut echo_handler(&mut seen)));
+        assert!(!serve(
+            &mut c,
+            Instant::ZERO,
+            &mut scratch,
+            &mut echo_handler(&mut seen)
+        ));
         assert_eq!(seen.len(), 3);
     }
 
@@ -525,7 +622,12 @@ mod tests {
         let _ = peer.write(&big);
         let mut keep = true;
         for _ in 0..100 {
-            keep = serve(&mut c, &mut scratch, &mut echo_handler(&mut seen));
+            keep = serve(
+                &mut c,
+                Instant::ZERO,
+                &mut scratch,
+                &mut echo_handler(&mut seen),
+            );
             if !keep || c.closing {
                 break;
             }
@@ -552,7 +654,7 @@ mod tests {
                 .permissions()
                 .mode()
                 & 0o777;
-            assert_eq!(dmode, 0o700);
+            assert_eq!(dmode, 0o755);
             let e = ControlServer::bind(&path).unwrap_err().to_string();
             assert!(e.contains("another braid is already running"), "{e}");
             // A stale file left behind (simulate: forget the server without its Drop).
@@ -586,6 +688,10 @@ mod tests {
             e.contains("several braid daemons") && e.contains("a.sock") && e.contains("b.sock"),
             "{e}"
         );
+        // One that answers is chosen over the stale ones.
+        let live = UnixListener::bind(dir.join("c.sock")).unwrap();
+        assert_eq!(find_socket_in(&dir).unwrap(), dir.join("c.sock"));
+        drop(live);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -600,10 +706,10 @@ mod tests {
         // Serve until the client has its answer.
         let mut served = false;
         while !t.is_finished() {
-            server.accept();
+            server.accept(Instant::ZERO);
             let fds: Vec<RawFd> = server.client_fds().map(|(fd, _)| fd).collect();
             for fd in fds {
-                server.service(fd, &mut |r| match r {
+                server.service(Instant::ZERO, fd, &mut |r| match r {
                     Ok(Request::Set { name, .. }) => error(format!("no path named {name:?}")),
                     _ => error("unexpected"),
                 });
@@ -615,6 +721,136 @@ mod tests {
         assert!(served);
         assert_eq!(e, "no path named \"zz\"");
         drop(server);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A server in a fresh directory and `n` clients connected to it (accepted at `now`).
+    fn server_with_clients(
+        tag: &str,
+        n: usize,
+        now: Instant,
+    ) -> (ControlServer, Vec<UnixStream>, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("braid-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut server = ControlServer::bind(&dir.join("s.sock")).unwrap();
+        let clients: Vec<UnixStream> = (0..n)
+            .map(|_| UnixStream::connect(server.path()).unwrap())
+            .collect();
+        server.accept(now);
+        (server, clients, dir)
+    }
+
+    /// True when the daemon closed `c` (EOF), false when it is still open.
+    fn closed(c: &mut UnixStream) -> bool {
+        c.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 64];
+        loop {
+            match c.read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(_) => return true,
+            }
+        }
+    }
+
+    #[test]
+    fn an_idle_client_is_dropped_after_the_timeout() {
+        let t0 = Instant::from_micros(1_000_000);
+        let (mut server, mut c, dir) = server_with_clients("ctl-idle", 2, t0);
+        assert_eq!(server.clients.len(), 2);
+        assert_eq!(server.poll_timeout(), Some(t0 + IDLE_TIMEOUT));
+        // Client 1 sends a request at t0 + 6 s: its 10 s start again.
+        c[1].write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+        let t6 = t0 + Duration::from_secs(6);
+        let fds: Vec<RawFd> = server.client_fds().map(|(fd, _)| fd).collect();
+        for fd in fds {
+            server.service(t6, fd, &mut |_| json!({"ok": true}));
+        }
+        server.handle_timeout(t0 + IDLE_TIMEOUT - Duration::from_millis(1));
+        assert_eq!(server.clients.len(), 2, "not yet");
+        server.handle_timeout(t0 + IDLE_TIMEOUT);
+        assert_eq!(server.clients.len(), 1, "the silent one is gone");
+        assert!(closed(&mut c[0]));
+        assert!(!closed(&mut c[1]));
+        assert_eq!(server.poll_timeout(), Some(t6 + IDLE_TIMEOUT));
+        server.handle_timeout(t6 + IDLE_TIMEOUT);
+        assert!(server.clients.is_empty());
+        assert_eq!(server.poll_timeout(), None);
+        drop(server);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_full_server_drops_its_longest_idle_client_for_a_newcomer() {
+        let t0 = Instant::ZERO;
+        let (mut server, mut c, dir) = server_with_clients("ctl-full", MAX_CLIENTS, t0);
+        assert_eq!(server.clients.len(), MAX_CLIENTS);
+        // All but the first speak up later, so the first is the longest idle.
+        let t1 = t0 + Duration::from_secs(1);
+        for s in &mut c[1..] {
+            s.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+        }
+        let fds: Vec<RawFd> = server.client_fds().map(|(fd, _)| fd).collect();
+        for fd in fds {
+            server.service(t1, fd, &mut |_| json!({"ok": true}));
+        }
+        let mut cli = UnixStream::connect(server.path()).unwrap();
+        server.accept(t1);
+        assert_eq!(server.clients.len(), MAX_CLIENTS);
+        assert!(closed(&mut c[0]), "the longest idle client made room");
+        // The newcomer is served.
+        cli.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+        let fd = server.client_fds().last().map(|(fd, _)| fd).unwrap();
+        server.service(t1, fd, &mut |_| json!({"ok": true, "served": 1}));
+        cli.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut line = String::new();
+        BufReader::new(&cli).read_line(&mut line).unwrap();
+        assert_eq!(line, "{\"ok\":true,\"served\":1}\n");
+        drop(server);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_socket_directory_is_checked() {
+        let dir = std::env::temp_dir().join(format!("braid-ctl-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let set = |m: u32| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m));
+        set(0o777).unwrap();
+        let e = ControlServer::bind(&dir.join("s.sock"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "control socket directory {} is writable by group or others (mode 0777): it must be a directory owned by root",
+                dir.display()
+            )),
+            "{e}"
+        );
+        // Sticky, as /tmp: others cannot remove or replace our socket.
+        set(0o1777).unwrap();
+        drop(ControlServer::bind(&dir.join("s.sock")).unwrap());
+        set(0o755).unwrap();
+        // A symlink to a good directory is not the directory.
+        let link = dir.with_extension("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = ControlServer::bind(&link.join("s.sock"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("is not a directory"), "{e}");
+        std::fs::remove_file(&link).unwrap();
+        if crate::sys::euid() == 0 {
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            let e = ControlServer::bind(&dir.join("s.sock"))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("is owned by uid 65534"), "{e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

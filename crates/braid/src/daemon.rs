@@ -347,17 +347,25 @@ pub struct Daemon {
     applied: Config,
     /// The config file, re-read on SIGHUP and `braid reload`.
     config_file: Option<std::path::PathBuf>,
+    /// The user it runs as (`--user`), for `status`.
+    privileges: crate::privileges::Privileges,
 }
 
-/// `braid up`: set everything up from `cfg` (read from `file`), run until SIGINT/SIGTERM
-/// (SIGHUP re-reads `file`), tear down.
-pub fn run(cfg: &Config, file: &Path, control_path: Option<&Path>) -> anyhow::Result<()> {
+/// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down. `file`
+/// is the config file and what was read from it (`cfg` may differ by command-line
+/// options): SIGHUP re-reads it and applies what changed.
+pub fn run(
+    cfg: &Config,
+    file: (&Path, &Config),
+    control_path: Option<&Path>,
+) -> anyhow::Result<()> {
     let control_path = control_path.map_or_else(
         || control::default_socket(&cfg.bond.interface),
         Path::to_path_buf,
     );
     let mut d = Daemon::new(cfg, &control_path)?;
-    d.config_file = Some(file.to_path_buf());
+    d.config_file = Some(file.0.to_path_buf());
+    d.applied = file.1.clone();
     d.run()
 }
 
@@ -379,6 +387,7 @@ impl Daemon {
         let now = clock.now();
         let signals = Signals::new().map_err(|e| anyhow::anyhow!("signalfd: {e}"))?;
         let b = &cfg.bond;
+        let plan = crate::privileges::plan(b.run_as.as_ref())?;
         if std::os::unix::net::UnixStream::connect(control_path).is_ok() {
             anyhow::bail!(
                 "another braid is already running with control socket {}",
@@ -421,6 +430,11 @@ impl Daemon {
         }
         let raw_ip = paths.len() == 1 && paths.iter().all(PathIo::is_raw_ip);
         let control = ControlServer::bind(control_path)?;
+        // Everything privileged is open: become the `--user`, if any.
+        let (privileges, notes) = crate::privileges::apply(plan, cfg, &control)?;
+        for n in notes {
+            dlog!(now, "braid: {n}");
+        }
         let bufsize = b.core.mtu + DATA_HEADER_LEN + 64;
         let sealer = Sealer::new(cfg, now);
         if !sealer.enabled() {
@@ -451,6 +465,7 @@ impl Daemon {
             rx_not_ip: 0,
             applied: cfg.clone(),
             config_file: None,
+            privileges,
         };
         dlog!(
             now,
@@ -544,7 +559,7 @@ impl Daemon {
                         }
                     }
                     Slot::Tun => self.read_tun(now),
-                    Slot::Listener => self.control.accept(),
+                    Slot::Listener => self.control.accept(now),
                     Slot::Client => self.serve_client(now, pfd.fd),
                     Slot::Path(i) => self.read_path(now, i),
                 }
@@ -561,6 +576,7 @@ impl Daemon {
         };
         merge(self.sealer.poll_timeout());
         merge(crate::log::next_repeat_due());
+        merge(self.control.poll_timeout());
         for p in &self.paths {
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
             if !p.is_open() {
@@ -713,6 +729,9 @@ impl Daemon {
             self.sealer.handle_timeout(now);
         }
         self.notices.tick(now, &self.sealer);
+        if self.control.poll_timeout().is_some_and(|t| t <= now) {
+            self.control.handle_timeout(now);
+        }
         while let Some(d) = self.sealer.poll_transmit(now) {
             for p in self.paths.iter_mut().filter(|p| p.is_open()) {
                 let to = match &p.carrier {
@@ -778,6 +797,13 @@ impl Daemon {
             let (id, what, level) = match ev {
                 Event::PathUp(id) => (id, "up", Level::Info),
                 Event::PathDown(id) => (id, "down", Level::Warn),
+                Event::PeerRestarted => {
+                    dlog!(
+                        now,
+                        "peer restarted (new epoch in its probes): forgot its previous run's sequence numbers and acks"
+                    );
+                    continue;
+                }
             };
             let name = self
                 .paths
@@ -802,6 +828,7 @@ impl Daemon {
             rx_not_ip,
             applied,
             config_file,
+            privileges,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
@@ -820,9 +847,9 @@ impl Daemon {
                         bond,
                         paths,
                         req,
-                        interface,
-                        address,
+                        (interface, address),
                         *tun_write_errors,
+                        sealer.enabled(),
                     );
                     reload::note(applied, &asked, &v);
                     if *raw_ip {
@@ -835,12 +862,13 @@ impl Daemon {
                                 .handshake_age(now)
                                 .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)));
                         }
+                        v["privileges"] = privileges.json();
                     }
                     v
                 }
             }
         };
-        control.service(fd, &mut handle);
+        control.service(now, fd, &mut handle);
         // Requests may have added paths or changed the bond: output happens next turn,
         // which starts at once because `turn_output` runs before every wait.
     }
@@ -932,9 +960,9 @@ fn handle_request(
     bond: &mut Bond,
     paths: &mut Vec<PathIo>,
     req: Request,
-    interface: &str,
-    address: &str,
+    (interface, address): (&str, &str),
     tun_write_errors: u64,
+    sealed: bool,
 ) -> Value {
     match req {
         Request::Status => {
@@ -1000,7 +1028,9 @@ fn handle_request(
                 }
             }
             let bps = bps.unwrap_or(0);
-            let id = match bond.add_path(now, config::path_config(&name, bps, 0)) {
+            let mut pc = config::path_config(&name, bps, 0);
+            pc.max_datagram = config::udp_max_datagram(&remote, config::LINK_MTU_DEFAULT, sealed);
+            let id = match bond.add_path(now, pc) {
                 Ok(id) => id,
                 Err(e) => return control::error(e),
             };
@@ -1102,7 +1132,15 @@ mod tests {
     }
 
     fn req(bond: &mut Bond, paths: &mut Vec<PathIo>, r: Request) -> Value {
-        handle_request(Instant::ZERO, bond, paths, r, "braid0", "10.0.0.1/30", 0)
+        handle_request(
+            Instant::ZERO,
+            bond,
+            paths,
+            r,
+            ("braid0", "10.0.0.1/30"),
+            0,
+            true,
+        )
     }
 
     fn err_of(v: &Value) -> &str {

@@ -7,8 +7,10 @@
 //! | [`classes`] | `braid class show/change`: the shaper's classes over the control socket |
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
 //! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
+//! | [`files`] | bounded reads of configs, key files and scripts |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
 //! | [`log`] | the daemon's log lines: levels, the journal's `<N>` prefix, repeats |
+//! | [`privileges`] | `braid up --user`: what is kept after start, and `status`'s account |
 //! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
 //! | [`status`] | `braid status`'s table |
@@ -20,9 +22,11 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod files;
 pub mod keys;
 pub mod lab;
 pub mod log;
+pub mod privileges;
 pub mod seal;
 pub mod status;
 pub mod sys;

@@ -296,12 +296,6 @@ impl Sealer {
             .map(|t| t.local_public_key().to_base64())
     }
 
-    /// Whether the testing key `rekey_after_s` makes handshakes more often than the
-    /// protocol's 120 s.
-    pub fn rekeys_early(&self) -> bool {
-        self.rekey_every.is_some()
-    }
-
     /// The daemon's and the tunnel's counters.
     pub fn counters(&self) -> SealCounters {
         self.counters

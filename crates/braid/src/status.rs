@@ -120,6 +120,15 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// How long ago, from microseconds: "80ms ago", "12s ago", "3m ago".
+fn age(us: u64) -> String {
+    match us {
+        0..1_000_000 => format!("{}ms ago", us / 1000),
+        1_000_000..120_000_000 => format!("{}s ago", us / 1_000_000),
+        _ => format!("{}m ago", us / 60_000_000),
+    }
+}
+
 fn ms(us: u64) -> String {
     if us == 0 {
         "-".into()
@@ -152,7 +161,7 @@ pub fn render(resp: &Value) -> String {
     );
     let header = [
         "PATH", "STATE", "RTT", "LOSS", "CAPACITY", "PACING", "QUEUED", "INFLIGHT", "TX PKTS",
-        "TX BYTES", "RX PKTS", "RX BYTES", "DOWNS",
+        "TX BYTES", "RX PKTS", "RX BYTES", "DOWNS", "LAST RX",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
     for p in paths {
@@ -190,6 +199,9 @@ pub fn render(resp: &Value) -> String {
             u(p, "rx_packets").to_string(),
             bytes(u(p, "rx_bytes")),
             u(p, "downs").to_string(),
+            p.get("last_rx_us")
+                .and_then(Value::as_u64)
+                .map_or_else(|| "never".to_owned(), age),
         ]);
     }
     let widths: Vec<usize> = (0..header.len())
@@ -232,6 +244,19 @@ pub fn render(resp: &Value) -> String {
         u(c, "bad_datagram"),
         u(c, "rescheduled"),
     );
+    // What only a restart or a fault produces, said only when it happened.
+    let rare: Vec<String> = [
+        ("peer_restarts", "peer restarts"),
+        ("stall_recoveries", "stalls ended by probe answers"),
+        ("drop_rx_too_big", "dropped from peer: larger than the mtu"),
+    ]
+    .iter()
+    .filter(|(k, _)| u(c, k) > 0)
+    .map(|(k, what)| format!("{what} {}", u(c, k)))
+    .collect();
+    if !rare.is_empty() {
+        let _ = writeln!(out, "  {}", rare.join("; "));
+    }
     let r = st.get("reorder").unwrap_or(&null);
     let waited = u(r, "reordered").max(1);
     let _ = writeln!(
@@ -259,6 +284,9 @@ pub fn render(resp: &Value) -> String {
     }
     if let Some(e) = resp.get("encryption") {
         out.push_str(&crate::seal::render_status(e));
+    }
+    if let Some(p) = resp.get("privileges") {
+        out.push_str(&crate::privileges::render_status(p));
     }
     let _ = writeln!(out, "{}", health(resp).line());
     out
@@ -290,7 +318,7 @@ mod tests {
                 "paths": [
                     {"id": 0, "name": "p0", "state": "up", "bps": 0, "capacity_bps": 10_000_000u64, "pacing_bps": 12_000_000u64,
                      "srtt_us": 20_100, "loss": 0.015, "queued_bytes": 3000, "inflight_bytes": 15000, "tx_packets": 10,
-                     "tx_bytes": 14000, "rx_packets": 7, "rx_bytes": 9000, "downs": 1},
+                     "tx_bytes": 14000, "rx_packets": 7, "rx_bytes": 9000, "downs": 1, "last_rx_us": 80_000},
                     {"id": 1, "name": "longname", "state": "down", "bps": 0, "capacity_bps": 0, "pacing_bps": 0,
                      "srtt_us": 0, "loss": 0.0, "queued_bytes": 0, "inflight_bytes": 0, "tx_packets": 0,
                      "tx_bytes": 0, "rx_packets": 0, "rx_bytes": 0, "downs": 0}
@@ -313,11 +341,12 @@ mod tests {
         assert!(lines[1].starts_with("PATH      STATE"), "{t}");
         assert!(lines[2].starts_with("p0        up"), "{t}");
         for cell in [
-            "20.1ms", "1.5%", "10.0M", "12.0M", "3.0kB", "15.0kB", "14.0kB", "9.0kB",
+            "20.1ms", "1.5%", "10.0M", "12.0M", "3.0kB", "15.0kB", "14.0kB", "9.0kB", "80ms ago",
         ] {
             assert!(lines[2].contains(cell), "{cell} missing: {}", lines[2]);
         }
         assert!(lines[3].starts_with("longname  down (no socket)"), "{t}");
+        assert!(lines[3].ends_with("never"), "{t}");
         assert_eq!(
             lines[4],
             "  longname: bind 1.2.3.4:5: Cannot assign requested address"

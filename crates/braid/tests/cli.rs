@@ -33,7 +33,10 @@ fn help_everywhere() {
         assert!(out.contains(sub), "top-level help lists {sub}: {out}");
     }
     let cases: &[(&[&str], &[&str])] = &[
-        (&["up", "--help"], &["--config", "--control"]),
+        (
+            &["up", "--help"],
+            &["--config", "--control", "--user", "--group"],
+        ),
         (&["status", "--help"], &["--json", "--control"]),
         (
             &["enslave", "--help"],
@@ -114,10 +117,36 @@ fn bad_config_names_key_and_line() {
 
 #[test]
 fn check_accepts_examples() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = common::scratch("cli-examples");
     let f = dir.join("two-host-adaptive.toml");
+    std::fs::copy(src.join("two-host-adaptive.toml"), &f).unwrap();
+    // Without the key the example names: what to do.
+    let (_, err) = text(&run(&["check", "--config", f.to_str().unwrap()]));
+    let key = dir.join("private.key");
+    assert!(
+        err.contains(&format!(
+            "bond.private_key_file: {}: no such file (make one with `(umask 077; braid genkey > {})`)",
+            key.display(),
+            key.display()
+        )),
+        "{err}"
+    );
+    // The key made as the example says (braid genkey under umask 077).
+    let genkey = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask 077; {} genkey > {}",
+            common::braid().display(),
+            key.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(genkey.status.success());
+    assert!(genkey.stderr.is_empty(), "no warning under umask 077");
     let o = run(&["check", "--config", f.to_str().unwrap()]);
     let (out, err) = text(&o);
+    std::fs::remove_dir_all(&dir).unwrap();
     assert!(o.status.success(), "{err}");
     assert!(
         out.contains(": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s), encryption chacha20-poly1305)"),
@@ -234,4 +263,85 @@ fn keyless_config_is_refused_with_the_fix() {
     let (out, _) = text(&run(&["check", "--config", f.to_str().unwrap()]));
     assert!(out.contains("encryption none"), "{out}");
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `braid ARGS` through `sh` with its address space capped at 512 MiB, stdout to `out`.
+fn run_capped(args: &str, out: &str) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 524288; exec {} {args} > {out}",
+            common::braid().display()
+        ))
+        .output()
+        .expect("run sh")
+}
+
+#[test]
+fn check_reads_a_bounded_amount() {
+    // /dev/zero once grew `braid check` to 24 GB; under the cap, an unbounded read dies.
+    let o = run_capped("check --config /dev/zero", "/dev/null");
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err, "braid: /dev/zero: config file is larger than 1 MiB\n");
+    let o = run_capped("tc-import /dev/zero", "/dev/null");
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err, "braid: cannot read /dev/zero: larger than 1 MiB\n");
+}
+
+#[test]
+fn genkey_warns_about_a_file_others_can_read() {
+    let d = common::scratch("cli-genkey");
+    let f = d.join("k");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask 022; {} genkey > {}",
+            common::braid().display(),
+            f.display()
+        ))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert!(o.status.success());
+    assert_eq!(
+        err,
+        "braid: warning: writing a private key to a file that group or others can access (mode 0644); braid refuses such key files: chmod 600 it, or run `umask 077` first\n"
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap().len(), 45, "the key");
+    // To a pipe or a private file: no warning.
+    let (_, err) = text(&run(&["genkey"]));
+    assert_eq!(err, "");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn up_with_user_needs_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
+    {
+        eprintln!("SKIPPED: needs root and setpriv to run braid as nobody");
+        return;
+    }
+    let d = common::scratch("cli-user");
+    let f = d.join("plain.toml");
+    std::fs::write(
+        &f,
+        "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n",
+    )
+    .unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::braid())
+        .args(["up", "--config", f.to_str().unwrap(), "--user", "daemon"])
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    std::fs::remove_dir_all(&d).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "braid: --user daemon: braid up must start as root to switch users (it runs as uid 65534); or start it as that user with CAP_NET_ADMIN (docs/security.md)\n"
+    );
 }

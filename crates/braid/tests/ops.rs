@@ -230,7 +230,7 @@ fn reload_changes_paths_speeds_and_classes_under_a_tcp_flow() {
     let o = braid(&["reload"], &d.sock_a);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("bond.mtu (1400 -> 1300)"), "{err}");
+    assert!(err.contains("bond.mtu (1500 -> 1300)"), "{err}");
     assert!(d.a.running(), "the daemon runs on");
     d.wait_paths_up(&["p0", "p1", "p2"], Duration::from_secs(5))
         .unwrap();

@@ -126,6 +126,11 @@ impl Deadline {
         i64::from(raw.wrapping_sub(reference) as i32)
     }
 
+    /// The peer restarted: its clock has a new origin, so the reference goes.
+    pub(crate) fn forget_peer_clock(&mut self) {
+        self.reference = None;
+    }
+
     /// A data datagram sent at `sent` (peer clock) arrived at `now` on the path `track`;
     /// returns its relative delay.
     pub(crate) fn sample(&mut self, track: &mut OwdTrack, now: Instant, sent: u32) -> i64 {

@@ -7,6 +7,7 @@ use core::time::Duration;
 
 use super::deadline::OwdTrack;
 use super::equalize::BaseDelay;
+use super::parts::Joiner;
 use super::status::PathStatus;
 use super::PathConfig;
 use crate::cc::{CcMode, PathCc};
@@ -100,6 +101,10 @@ pub(crate) struct Link {
     /// A probe to answer: (number, its timestamp, when it arrived).
     pub(crate) probe_ack_out: Option<(u32, u32, Instant)>,
     pub(crate) rx: RxState,
+    /// The next part of the queue's head to send, when it goes out in parts.
+    pub(crate) next_part: usize,
+    /// The packet being joined from parts received on this path.
+    pub(crate) joiner: Joiner,
     /// Highest bond sequence number received on this path.
     pub(crate) rx_max_seq: Option<u64>,
     pub(crate) owd: OwdTrack,
@@ -115,7 +120,15 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(id: PathId, cfg: PathConfig, health: HealthConfig, now: Instant) -> Self {
+    /// A new link whose probes are numbered from `first_probe_seq` (random per run, so a
+    /// restarted peer's old answers cannot match this run's probes).
+    pub(crate) fn new(
+        id: PathId,
+        cfg: PathConfig,
+        health: HealthConfig,
+        now: Instant,
+        first_probe_seq: u32,
+    ) -> Self {
         let mut cc_cfg = cfg.cc;
         if cfg.bps > 0 {
             // A configured speed is the line's speed (EQL's priority): start there and
@@ -132,7 +145,7 @@ impl Link {
         }
         Self {
             id,
-            health: PathHealth::new(health, now),
+            health: PathHealth::with_probe_seq(health, now, first_probe_seq),
             cc: PathCc::new(cc_cfg, now),
             cfg,
             queue: VecDeque::new(),
@@ -144,6 +157,8 @@ impl Link {
                 ack_delay,
                 ..RxState::default()
             },
+            next_part: 0,
+            joiner: Joiner::default(),
             rx_max_seq: None,
             owd: OwdTrack::default(),
             base: BaseDelay::default(),
@@ -157,6 +172,23 @@ impl Link {
 
     pub(crate) fn is_up(&self) -> bool {
         self.health.state() == LinkState::Up
+    }
+
+    /// The peer restarted: forget what this path knew of its previous run (what it
+    /// received, what it owes, the peer's clock) and what it had in flight to it (the
+    /// new run will never acknowledge it). Counters and the queue stay.
+    pub(crate) fn forget_peer(&mut self, now: Instant) {
+        self.rx = RxState {
+            ack_delay: self.rx.ack_delay,
+            ..RxState::default()
+        };
+        self.rx_max_seq = None;
+        self.joiner.reset();
+        self.probe_ack_out = None;
+        self.owd = OwdTrack::default();
+        self.base.reset();
+        self.cc.reset(now);
+        self.last_ack = now;
     }
 
     pub(crate) fn push(&mut self, q: Queued) {
@@ -210,6 +242,12 @@ impl Link {
             && !self.cc.inflight_expired(now)
     }
 
+    /// When the path counts (or would count) as stalled: the last ack plus the stall
+    /// timeout.
+    pub(crate) fn stall_onset(&self) -> Instant {
+        self.last_ack + self.stall_timeout()
+    }
+
     /// Up and not stalled: the path may take packets.
     pub(crate) fn usable(&self, now: Instant) -> bool {
         self.is_up() && !self.stalled(now)
@@ -256,6 +294,8 @@ impl Link {
     /// Empty the queue, returning what it held.
     pub(crate) fn take_queue(&mut self) -> VecDeque<Queued> {
         self.queued_bytes = 0;
+        // A head sent in part goes whole on its new path.
+        self.next_part = 0;
         core::mem::take(&mut self.queue)
     }
 
@@ -324,11 +364,15 @@ impl Link {
         t
     }
 
-    pub(crate) fn status(&self) -> PathStatus {
+    pub(crate) fn status(&self, now: Instant) -> PathStatus {
         PathStatus {
             id: self.id.0,
             name: self.cfg.name.clone(),
-            state: if self.is_up() { "up" } else { "down" },
+            state: match (self.is_up(), self.stalled(now)) {
+                (false, _) => "down",
+                (true, true) => "stalled",
+                (true, false) => "up",
+            },
             bps: self.cfg.bps,
             capacity_bps: self.cc.capacity_bps(),
             pacing_bps: self.cc.pacing_rate_bps(),
@@ -341,6 +385,10 @@ impl Link {
             rx_packets: self.rx.packets,
             rx_bytes: self.rx.bytes,
             downs: self.downs,
+            last_rx_us: self
+                .health
+                .last_heard()
+                .map(|t| now.saturating_since(t).as_micros() as u64),
         }
     }
 }
@@ -372,6 +420,7 @@ mod tests {
             PathConfig::default(),
             HealthConfig::default(),
             t0,
+            0,
         );
         assert_eq!(l.rx.ack_delay, ACK_DELAY);
         let l = Link::new(
@@ -382,6 +431,7 @@ mod tests {
             },
             HealthConfig::default(),
             t0,
+            0,
         );
         assert_eq!(l.rx.ack_delay, Duration::from_millis(300));
         // The stall timeout allows for it.

@@ -19,6 +19,7 @@
 mod deadline;
 mod equalize;
 mod link;
+mod parts;
 mod reconfigure;
 mod retransmit;
 mod shaping;
@@ -73,6 +74,11 @@ pub struct BondConfig {
     pub mtu: usize,
     /// Seed for randomised policies.
     pub seed: u64,
+    /// This run's identity, drawn at random by the driver when it starts (the core has
+    /// no randomness of its own). Probes carry it, so the peer recognises a restart; the
+    /// first bond sequence number and each path's first probe number derive from it, so
+    /// a restarted sender does not reuse the numbers of its previous run.
+    pub epoch: u64,
 }
 
 impl Default for BondConfig {
@@ -86,6 +92,7 @@ impl Default for BondConfig {
             queue_max_delay: Duration::from_millis(100),
             mtu: 1400,
             seed: 0,
+            epoch: 0,
         }
     }
 }
@@ -109,6 +116,10 @@ pub struct PathConfig {
     /// carries): pace at `bps`, never below, whatever the bandwidth estimate says; the
     /// congestion controller still bounds what is in flight.
     pub fixed_rate: bool,
+    /// Largest datagram the path carries, bytes: its link MTU less the IP, UDP and
+    /// sealing overhead (0 = no limit, as on a serial line). A packet that does not fit
+    /// with its data header goes in parts (`bond/parts.rs`).
+    pub max_datagram: usize,
 }
 
 /// Why a bond operation failed.
@@ -152,6 +163,10 @@ pub struct Bond {
     links: Vec<Link>,
     next_path_id: u16,
     next_seq: u64,
+    /// The peer's epoch, from its probes, and the one before (a probe of the previous
+    /// run still in flight must not count as yet another restart).
+    peer_epoch: Option<u64>,
+    previous_peer_epoch: Option<u64>,
     /// Where the next `poll_transmit` starts looking, so no path is favoured.
     cursor: usize,
     /// The latest `now` the bond was given (for `poll_timeout`, which takes none).
@@ -174,7 +189,9 @@ impl Bond {
             scheduler: cfg.scheduler.build(cfg.seed, cfg.equalize_max),
             links: Vec::new(),
             next_path_id: 0,
-            next_seq: 0,
+            next_seq: mix64(cfg.epoch),
+            peer_epoch: None,
+            previous_peer_epoch: None,
             cursor: 0,
             now,
             reorder: ReorderBuffer::new(cfg.reorder_capacity),
@@ -200,7 +217,9 @@ impl Bond {
         }
         let id = PathId(self.next_path_id);
         self.next_path_id += 1;
-        self.links.push(Link::new(id, cfg, self.cfg.health, now));
+        let first_probe = mix64(self.cfg.epoch ^ (u64::from(id.0) + 1) << 32) as u32;
+        self.links
+            .push(Link::new(id, cfg, self.cfg.health, now, first_probe));
         self.scheduler.path_added(now, id);
         Ok(id)
     }
@@ -289,7 +308,7 @@ impl Bond {
         let buf = self.copy_into_buffer(packet);
         // The number is spent only if a path took the packet, for the same reason.
         if self.enqueue(now, choice, self.next_seq, buf, segment) {
-            self.next_seq += 1;
+            self.next_seq = self.next_seq.wrapping_add(1);
         }
     }
 
@@ -463,13 +482,45 @@ impl Bond {
                 path_seq,
                 payload,
             } => self.receive_data(now, i, &header, seq, path_seq, payload, bytes.len(), false),
-            Message::Probe { probe_seq } => {
+            Message::DataPart {
+                seq,
+                path_seq,
+                part,
+                parts,
+                kind,
+                payload,
+            } => self.receive_part(
+                now,
+                i,
+                &header,
+                (seq, path_seq),
+                (part, parts),
+                kind,
+                payload,
+                bytes.len(),
+            ),
+            Message::Probe { probe_seq, epoch } => {
+                if let Some(epoch) = epoch {
+                    self.on_peer_epoch(now, epoch);
+                }
                 self.links[i].probe_ack_out = Some((probe_seq, header.timestamp, now));
             }
             Message::ProbeAck {
                 probe_seq, hold, ..
             } => {
+                let sent = self.links[i].health.pending_probe_sent(probe_seq);
                 let t = self.links[i].health.on_probe_ack(now, probe_seq, hold);
+                let link = &mut self.links[i];
+                if link.stalled(now) && sent.is_some_and(|s| s >= link.stall_onset()) {
+                    // A probe sent after the data should have been acknowledged came
+                    // back: the path carries datagrams both ways, so that data was lost or
+                    // its acks will never match (a peer that restarted without saying
+                    // so). Count it lost now rather than keep the path out until the
+                    // congestion controller's own timeout.
+                    link.cc.reset(now);
+                    link.last_ack = now;
+                    self.counters.stall_recoveries += 1;
+                }
                 if let Some(rtt) = self.links[i].health.srtt() {
                     self.links[i].cc.hint_rtt(rtt);
                 }
@@ -501,9 +552,59 @@ impl Bond {
         wire_len: usize,
         ordered: bool,
     ) {
+        self.links[i]
+            .rx
+            .on_data(now, path_seq, header.timestamp, wire_len);
+        self.deliver_data(now, i, header, seq, payload, ordered);
+    }
+
+    /// Part of a packet on link `i`: joined with the parts before it; the whole packet
+    /// goes on as a data datagram would.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the fields of one DataPart; one call site"
+    )]
+    fn receive_part(
+        &mut self,
+        now: Instant,
+        i: usize,
+        header: &Header,
+        (seq, path_seq): (u64, u32),
+        (part, parts): (u8, u8),
+        kind: MessageType,
+        payload: &[u8],
+        wire_len: usize,
+    ) {
+        let mtu = self.cfg.mtu;
         let link = &mut self.links[i];
         link.rx.on_data(now, path_seq, header.timestamp, wire_len);
-        link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| m.max(seq)));
+        let Some(kind) = link.joiner.add(seq, part, parts, kind, payload, mtu) else {
+            return;
+        };
+        let whole = link.joiner.take();
+        self.deliver_data(now, i, header, seq, &whole, kind == MessageType::Data);
+        self.links[i].joiner.put_back(whole);
+    }
+
+    /// A whole packet received on link `i` (its datagram already counted for acks):
+    /// into the reorder buffer.
+    fn deliver_data(
+        &mut self,
+        now: Instant,
+        i: usize,
+        header: &Header,
+        seq: u64,
+        payload: &[u8],
+        ordered: bool,
+    ) {
+        if payload.len() > self.cfg.mtu {
+            // Larger than anything the peer may send: it would only grow the reorder
+            // buffer's slots.
+            self.counters.drop_rx_too_big += 1;
+            return;
+        }
+        let link = &mut self.links[i];
+        link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| seq_max(m, seq)));
         let rel = self.deadline.sample(&mut link.owd, now, header.timestamp);
         let (deadline, release) = if ordered {
             let hold = if adaptive::skips_equalization(payload) {
@@ -515,9 +616,19 @@ impl Bond {
         } else {
             (Duration::ZERO, now)
         };
+        let resyncs = self.reorder.stats().resyncs;
         let inserted = self
             .reorder
             .insert_held(now, seq, deadline, release, payload);
+        if self.reorder.stats().resyncs != resyncs {
+            // The window jumped (a peer restart the epoch did not announce, or a very
+            // long outage): the other paths' highest numbers belong to the old run.
+            for (k, l) in self.links.iter_mut().enumerate() {
+                if k != i {
+                    l.rx_max_seq = None;
+                }
+            }
+        }
         if inserted == Inserted::Late && ordered {
             self.deadline.on_late(now, deadline);
         }
@@ -531,14 +642,35 @@ impl Bond {
     /// at the deadline. A path that has carried nothing yet, or lags, holds this back, so
     /// an idle path's late packet is never given up early; the deadline remains for that.
     fn give_up_lost(&mut self) {
-        let floor = self
-            .links
-            .iter()
-            .filter(|l| l.is_up())
-            .map(|l| l.rx_max_seq)
-            .min();
-        if let Some(Some(floor)) = floor {
+        let mut floor = None;
+        for l in self.links.iter().filter(|l| l.is_up()) {
+            let Some(m) = l.rx_max_seq else { return };
+            floor = Some(floor.map_or(m, |f| seq_min(f, m)));
+        }
+        if let Some(floor) = floor {
             self.reorder.give_up_before(floor);
+        }
+    }
+
+    /// A probe announced the peer's epoch: a new one means the peer restarted. Forget its
+    /// previous run: the reorder window and duplicate history (its new numbers could be
+    /// taken for duplicates of the old ones), each path's highest number, acks owed and
+    /// data in flight, and its clock's offset.
+    fn on_peer_epoch(&mut self, now: Instant, epoch: u64) {
+        match self.peer_epoch {
+            None => self.peer_epoch = Some(epoch),
+            Some(e) if e == epoch || self.previous_peer_epoch == Some(epoch) => {}
+            Some(e) => {
+                self.previous_peer_epoch = Some(e);
+                self.peer_epoch = Some(epoch);
+                self.counters.peer_restarts += 1;
+                self.reorder.restart();
+                self.deadline.forget_peer_clock();
+                for link in &mut self.links {
+                    link.forget_peer(now);
+                }
+                self.events.push_back(Event::PeerRestarted);
+            }
         }
     }
 
@@ -605,11 +737,12 @@ impl Bond {
     }
 
     fn control_transmit(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
-        let link = &mut self.links[i];
         let header = Header {
-            path: link.id.0,
+            path: self.links[i].id.0,
             timestamp: now.wire_micros(),
         };
+        let epoch = self.cfg.epoch;
+        let link = &mut self.links[i];
         let msg = if let Some((probe_seq, echo_timestamp, at)) = link.probe_ack_out.take() {
             Message::ProbeAck {
                 probe_seq,
@@ -619,7 +752,10 @@ impl Bond {
         } else if link.rx.ack_due().is_some_and(|t| t <= now) {
             Message::Ack(link.rx.take_ack(now)?)
         } else if let Some(probe_seq) = link.probe_out.take() {
-            Message::Probe { probe_seq }
+            Message::Probe {
+                probe_seq,
+                epoch: Some(epoch),
+            }
         } else {
             return None;
         };
@@ -637,24 +773,50 @@ impl Bond {
             return None;
         }
         let head = link.queue.front()?;
-        let len = head.buf.len() + DATA_HEADER_LEN;
+        let whole = head.buf.len() + DATA_HEADER_LEN;
+        let limit = link.cfg.max_datagram;
+        let (parts, range) = parts::split(
+            head.buf.len(),
+            limit.saturating_sub(wire::DATA_PART_HEADER_LEN),
+        );
+        let in_parts = limit > 0 && whole > limit && parts <= usize::from(u8::MAX);
+        let (len, part) = if in_parts {
+            let r = range(link.next_part);
+            (wire::DATA_PART_HEADER_LEN + r.len(), Some(r))
+        } else {
+            (whole, None)
+        };
         if buf.len() < len {
             return None;
         }
         if link.cc.next_send_time(now, len)? > now {
             return None;
         }
-        let q = link.pop()?;
         // Data carries the time its sequence number was assigned, not the time it
         // left: the receiver's delay spread then includes the wait in braid's queue,
         // which reorders packets just as much as the network does.
         let header = Header {
             path: link.id.0,
-            timestamp: q.enqueued.wire_micros(),
+            timestamp: head.enqueued.wire_micros(),
         };
         let path_seq = link.next_path_seq;
-        wire::emit_data_header_as(&header, kind, q.seq, path_seq, buf).ok()?;
-        buf[DATA_HEADER_LEN..len].copy_from_slice(&q.buf);
+        let done = match part {
+            None => {
+                wire::emit_data_header_as(&header, kind, head.seq, path_seq, buf).ok()?;
+                buf[DATA_HEADER_LEN..len].copy_from_slice(&head.buf);
+                true
+            }
+            Some(r) => {
+                let k = link.next_part;
+                // Both fit in a u8: `in_parts` checked the count.
+                let (k8, n8) = (k as u8, parts as u8);
+                wire::emit_data_part_header(&header, kind, head.seq, path_seq, k8, n8, buf).ok()?;
+                buf[wire::DATA_PART_HEADER_LEN..len].copy_from_slice(&head.buf[r]);
+                link.next_part = if k + 1 == parts { 0 } else { k + 1 };
+                k + 1 == parts
+            }
+        };
+        let sent = if done { link.pop() } else { None };
         link.next_path_seq = path_seq.wrapping_add(1);
         link.tx_packets += 1;
         link.tx_bytes += len as u64;
@@ -665,7 +827,9 @@ impl Bond {
         }
         let app_limited = link.queue.is_empty();
         link.cc.on_send(now, path_seq, len, app_limited);
-        self.recycle(q.buf);
+        if let Some(q) = sent {
+            self.recycle(q.buf);
+        }
         Some(len)
     }
 
@@ -792,8 +956,11 @@ impl Bond {
     pub fn status(&self) -> BondStatus {
         BondStatus {
             scheduler: self.scheduler.name(),
-            paths: self.links.iter().map(Link::status).collect(),
-            counters: self.counters,
+            paths: self.links.iter().map(|l| l.status(self.now)).collect(),
+            counters: BondCounters {
+                drop_partial: self.links.iter().map(|l| l.joiner.dropped).sum(),
+                ..self.counters
+            },
             reorder: self.reorder.stats(),
             reorder_deadline_us: self.current_deadline(self.now).as_micros() as u64,
             equalize_us: self.equalize_spread().as_micros() as u64,
@@ -806,5 +973,34 @@ impl Bond {
     }
 }
 
+/// The later of two sequence numbers, modulo 2^64 (a sender starts at a random value,
+/// so a run may cross `u64::MAX`).
+fn seq_max(a: u64, b: u64) -> u64 {
+    if (b.wrapping_sub(a) as i64) > 0 {
+        b
+    } else {
+        a
+    }
+}
+
+/// The earlier of two sequence numbers, modulo 2^64.
+fn seq_min(a: u64, b: u64) -> u64 {
+    if seq_max(a, b) == a {
+        b
+    } else {
+        a
+    }
+}
+
+/// SplitMix64's finaliser: spreads the epoch into unrelated-looking start numbers.
+fn mix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod tests;

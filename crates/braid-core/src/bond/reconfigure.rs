@@ -15,7 +15,8 @@ impl Bond {
     }
 
     /// Apply new settings at run time. `mtu` and `reorder_capacity` size buffers and are
-    /// kept as they are (the program refuses to change them). A new scheduler (or new
+    /// kept as they are (the program refuses to change them); so is `epoch`, this run's
+    /// identity (a new one would tell the peer this end restarted). A new scheduler (or new
     /// options, seed or equalisation) starts fresh on the same paths: it learns which are
     /// up at its first choice, as a scheduler does at start. For active-backup, `primary`
     /// must be the running path's id.
@@ -23,6 +24,7 @@ impl Bond {
         self.now = now;
         cfg.mtu = self.cfg.mtu;
         cfg.reorder_capacity = self.cfg.reorder_capacity;
+        cfg.epoch = self.cfg.epoch;
         if cfg.scheduler != self.cfg.scheduler
             || cfg.seed != self.cfg.seed
             || cfg.equalize_max != self.cfg.equalize_max
@@ -81,7 +83,11 @@ mod tests {
 
     fn bond() -> (Bond, PathId, PathId) {
         let now = Instant::ZERO;
-        let mut b = Bond::new(BondConfig::default(), now);
+        let cfg = BondConfig {
+            epoch: 77,
+            ..BondConfig::default()
+        };
+        let mut b = Bond::new(cfg, now);
         let a = b
             .add_path(
                 now,
@@ -112,12 +118,18 @@ mod tests {
         cfg.reorder_max = Duration::from_millis(50);
         cfg.queue_max_delay = Duration::from_millis(30);
         cfg.mtu = 9000;
+        cfg.epoch = 5;
         b.reconfigure(Instant::from_millis(10), cfg);
         assert_eq!(b.status().scheduler, "eql");
         assert_eq!(b.config().health.probe_interval, Duration::from_millis(250));
         assert_eq!(b.config().reorder_max, Duration::from_millis(50));
         assert_eq!(b.config().queue_max_delay, Duration::from_millis(30));
         assert_eq!(b.config().mtu, 1400, "the MTU sizes buffers: kept");
+        assert_eq!(
+            b.config().epoch,
+            77,
+            "the same run: the peer must not see a restart"
+        );
         assert_eq!(b.set_path_prio(a, 7), Ok(()));
         assert_eq!(b.links[0].cfg.prio, 7);
         assert_eq!(b.set_path_prio(PathId(9), 1), Err(BondError::NoSuchPath));

@@ -10,6 +10,9 @@ pub enum Event {
     PathUp(PathId),
     /// A path went down.
     PathDown(PathId),
+    /// The peer announced a new epoch: it restarted. What the bond knew of its previous
+    /// run (sequence numbers, acks, clock offset) is forgotten.
+    PeerRestarted,
 }
 
 /// A path's figures, for `braid status`.
@@ -20,7 +23,8 @@ pub struct PathStatus {
     pub id: u16,
     /// Name.
     pub name: String,
-    /// "up" or "down".
+    /// "up", "stalled" (up, but data has gone unacknowledged too long: it takes no new
+    /// packets until an ack or a probe answer comes) or "down".
     pub state: &'static str,
     /// Configured bit/s.
     pub bps: u64,
@@ -46,6 +50,8 @@ pub struct PathStatus {
     pub rx_bytes: u64,
     /// Times the path went down.
     pub downs: u64,
+    /// Microseconds since the last datagram from the peer on this path (`None`: never).
+    pub last_rx_us: Option<u64>,
 }
 
 /// Bond-wide counters.
@@ -71,6 +77,16 @@ pub struct BondCounters {
     pub bad_datagram: u64,
     /// Datagrams for a path the bond does not know.
     pub unknown_path: u64,
+    /// Data datagrams whose payload is larger than the bond's MTU (dropped).
+    pub drop_rx_too_big: u64,
+    /// Packets that came in parts and could not be joined (a part was lost or moved to
+    /// another path), and parts that continued nothing: dropped.
+    pub drop_partial: u64,
+    /// Times the peer announced a new epoch (it restarted).
+    pub peer_restarts: u64,
+    /// Times a stalled path's in-flight data was declared lost because the peer still
+    /// answered its probes (the acks it waited for were not coming).
+    pub stall_recoveries: u64,
     /// Packets moved off a path that went down onto live ones.
     pub rescheduled: u64,
 }

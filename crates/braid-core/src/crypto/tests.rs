@@ -188,7 +188,7 @@ fn seal_in_place_without_copy() {
     assert_eq!((plaintext, counter), (&plain[..], 1));
     assert!(matches!(
         wire::parse(plaintext),
-        Ok((_, wire::Message::Probe { probe_seq: 5 }))
+        Ok((_, wire::Message::Probe { probe_seq: 5, .. }))
     ));
     assert_eq!(
         a.seal(at(1), &mut [0u8; 40], 9),

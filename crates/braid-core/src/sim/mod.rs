@@ -25,6 +25,7 @@ pub enum Side {
 /// A simulated path: one emulator each way.
 #[derive(Debug)]
 struct SimPath {
+    cfg: PathConfig,
     a_id: PathId,
     b_id: PathId,
     a_to_b: Emulator,
@@ -56,6 +57,7 @@ impl Pair {
         let now = Instant::ZERO;
         let mut b_cfg = cfg.clone();
         b_cfg.seed = cfg.seed.wrapping_add(1);
+        b_cfg.epoch = !cfg.epoch;
         Self {
             now,
             a: Bond::new(cfg, now),
@@ -75,8 +77,12 @@ impl Pair {
             .a
             .add_path(self.now, cfg.clone())
             .expect("sim: add path to A");
-        let b_id = self.b.add_path(self.now, cfg).expect("sim: add path to B");
+        let b_id = self
+            .b
+            .add_path(self.now, cfg.clone())
+            .expect("sim: add path to B");
         self.paths.push(SimPath {
+            cfg,
             a_id,
             b_id,
             a_to_b: Emulator::new(emu, self.now),
@@ -84,6 +90,26 @@ impl Pair {
             cut: false,
         });
         self.paths.len() - 1
+    }
+
+    /// Restart one side: its bond is replaced by a new one built from `cfg` (with the
+    /// same paths), as a daemon that was stopped and started again. What was queued or
+    /// held in the old one is lost; datagrams already on the wire still arrive.
+    pub fn restart(&mut self, side: Side, cfg: BondConfig) {
+        let mut bond = Bond::new(cfg, self.now);
+        for p in &mut self.paths {
+            let id = bond
+                .add_path(self.now, p.cfg.clone())
+                .expect("sim: add path to the restarted bond");
+            match side {
+                Side::A => p.a_id = id,
+                Side::B => p.b_id = id,
+            }
+        }
+        match side {
+            Side::A => self.a = bond,
+            Side::B => self.b = bond,
+        }
     }
 
     /// Cut or restore path `i` (both directions drop everything while cut).

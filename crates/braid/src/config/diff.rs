@@ -276,6 +276,19 @@ fn refusals(old: &Config, new: &Config) -> Vec<Refusal> {
             ),
         ),
     }
+    if a.run_as != b.run_as {
+        let show = |r: &Option<crate::privileges::RunAs>| match r {
+            None => "root".to_owned(),
+            Some(r) => match &r.group {
+                Some(g) => format!("{}:{g}", r.user),
+                None => r.user.clone(),
+            },
+        };
+        refuse(
+            "bond.user",
+            format!("{} -> {}", show(&a.run_as), show(&b.run_as)),
+        );
+    }
     let raw_ip = |c: &Config| {
         c.paths
             .iter()
@@ -438,7 +451,11 @@ fn udp_keys(k: &mut Keys, a: &UdpSettings, b: &UdpSettings) -> Reopen {
     k.cmp("dev", &a.dev, &b.dev, |d| {
         d.clone().unwrap_or_else(|| "none".into())
     });
-    if a.local != b.local || a.dev != b.dev {
+    k.cmp("mtu", &a.link_mtu, &b.link_mtu, ToString::to_string);
+    // The largest datagram follows the link's MTU and the address family's headers.
+    if a.link_mtu != b.link_mtu || a.remote.is_ipv4() != b.remote.is_ipv4() {
+        Reopen::Recreate
+    } else if a.local != b.local || a.dev != b.dev {
         Reopen::Socket
     } else {
         Reopen::No

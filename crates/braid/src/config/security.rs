@@ -19,6 +19,11 @@ pub enum Encryption {
 }
 
 impl Encryption {
+    /// True when datagrams are sealed (they carry the envelope's overhead).
+    pub fn is_sealed(&self) -> bool {
+        !matches!(self, Encryption::None)
+    }
+
     /// The name shown by `braid check` and in the status.
     pub fn name(&self) -> &'static str {
         match self {
@@ -41,6 +46,14 @@ pub struct KeySettings {
     pub rekey_after: Option<Duration>,
 }
 
+/// The config file the text came from, for the inline-key check: its path and who may
+/// access it. None for text that did not come from a file (`Config::parse`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Source<'a> {
+    pub path: &'a Path,
+    pub access: crate::keys::Access,
+}
+
 /// The raw keys, borrowed from the `[bond]` table.
 pub(super) struct RawSecurity<'a> {
     pub encryption: &'a Option<S<String>>,
@@ -50,23 +63,41 @@ pub(super) struct RawSecurity<'a> {
     pub preshared_key: &'a Option<S<String>>,
     pub preshared_key_file: &'a Option<S<String>>,
     pub rekey_after_s: &'a Option<S<i64>>,
+    pub source: Option<Source<'a>>,
 }
 
-const HOW: &str = "generate a key pair on each host with `braid genkey > private.key; chmod 600 private.key; braid pubkey < private.key`, then set bond.private_key_file and bond.peer_public_key (the other host's public key); or set bond.encryption = \"none\" for a trusted link";
+const HOW: &str = "generate a key pair on each host with `(umask 077; braid genkey > private.key); braid pubkey < private.key`, then set bond.private_key_file and bond.peer_public_key (the other host's public key); or set bond.encryption = \"none\" for a trusted link";
 
-/// An inline key or a key file (relative to the config file's directory), one of them.
+/// An inline key or a key file (relative to the config file's directory), one of them. An
+/// inline key in a config file that others may read is refused as such a key file is.
 fn key_text(
     inline: &Option<S<String>>,
     file: &Option<S<String>>,
     key: &str,
     base: &Path,
+    source: Option<Source<'_>>,
 ) -> VResult<Option<(String, Range<usize>)>> {
     match (inline, file) {
         (Some(_), Some(f)) => Err(at(
             f,
             format!("bond.{key}_file: set either bond.{key} or bond.{key}_file, not both"),
         )),
-        (Some(k), None) => Ok(Some((k.get_ref().clone(), k.span()))),
+        (Some(k), None) => {
+            if let Some(src) = source {
+                crate::keys::check_secret_access(
+                    src.path,
+                    src.access,
+                    "a config file with a key inline",
+                )
+                .map_err(|m| {
+                    at(
+                        k,
+                        format!("bond.{key}: {m}, or keep the key in bond.{key}_file"),
+                    )
+                })?;
+            }
+            Ok(Some((k.get_ref().clone(), k.span())))
+        }
         (None, Some(f)) => {
             let path = base.join(f.get_ref());
             let text = crate::keys::read_key_file(&path)
@@ -78,8 +109,20 @@ fn key_text(
 }
 
 pub(super) fn validate(r: RawSecurity<'_>, bond: Range<usize>, base: &Path) -> VResult<Encryption> {
-    let private = key_text(r.private_key, r.private_key_file, "private_key", base)?;
-    let psk = key_text(r.preshared_key, r.preshared_key_file, "preshared_key", base)?;
+    let private = key_text(
+        r.private_key,
+        r.private_key_file,
+        "private_key",
+        base,
+        r.source,
+    )?;
+    let psk = key_text(
+        r.preshared_key,
+        r.preshared_key_file,
+        "preshared_key",
+        base,
+        r.source,
+    )?;
     if let Some(e) = r.encryption {
         if e.get_ref() != "none" {
             return Err(at(

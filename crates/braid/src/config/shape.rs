@@ -61,26 +61,10 @@ struct RawFilter {
     class: Option<S<String>>,
 }
 
-/// Longest tc script read (`shape.script`); real ones are a few kilobytes.
-const SCRIPT_MAX: u64 = 1 << 20;
-
-/// Read a tc script: a regular file of at most [`SCRIPT_MAX`] bytes, so that a path such
-/// as `/dev/zero` or a fifo is refused instead of reading without end.
+/// Read a tc script: a regular file of at most [`crate::files::TEXT_MAX`] bytes, so that a
+/// path such as `/dev/zero` or a fifo is refused instead of reading without end.
 fn read_script(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut text = String::new();
-    file.take(SCRIPT_MAX + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > SCRIPT_MAX {
-        return Err(format!("longer than {SCRIPT_MAX} bytes"));
-    }
-    Ok(text)
+    crate::files::read_regular_text(path, crate::files::TEXT_MAX).map_err(|e| e.to_string())
 }
 
 /// Validate `[shape]`; `base` is the config file's directory (for a relative `script`).

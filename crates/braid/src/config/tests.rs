@@ -113,7 +113,7 @@ fn full_config_maps_every_key() {
         (10_000_000, 5, Some("eth1"))
     );
     assert!(p0.emulate.is_none());
-    let pc = p0.path_config();
+    let pc = p0.path_config(true);
     assert_eq!(
         (pc.name.as_str(), pc.bps, pc.prio, pc.cc.initial_rate_bps),
         ("p0", 10_000_000, 5, 10_000_000)
@@ -121,7 +121,9 @@ fn full_config_maps_every_key() {
 
     let p1 = &c.paths[1];
     assert_eq!(p1.udp().unwrap().local, "[fd00::1]:7001".parse().unwrap());
-    assert_eq!(p1.path_config().cc, CcConfig::default());
+    assert_eq!(p1.path_config(true).cc, CcConfig::default());
+    // IPv6 headers are 20 bytes longer.
+    assert_eq!(p1.path_config(true).max_datagram, 1500 - 48 - 32);
     let e = p1.emulate.as_ref().unwrap();
     assert_eq!(e.delay, Duration::from_micros(20_500));
     assert_eq!(e.jitter, Duration::from_millis(1));
@@ -140,7 +142,7 @@ fn full_config_maps_every_key() {
 fn defaults() {
     let c = parse(&with_bond("")).unwrap();
     assert_eq!(c.bond.interface, "braid0");
-    assert_eq!(c.bond.mtu, 1400);
+    assert_eq!(c.bond.mtu, 1500, "a standard Ethernet packet");
     assert_eq!(c.bond.address6, None);
     assert_eq!(c.bond.primary, None);
     let d = BondConfig::default();
@@ -149,9 +151,13 @@ fn defaults() {
         c.bond.core,
         BondConfig {
             scheduler: SchedulerConfig::Adaptive,
+            mtu: 1500,
             ..d
         }
     );
+    // A path's datagram: its link's MTU less IPv4 and UDP headers and the envelope.
+    assert_eq!(c.paths[0].path_config(true).max_datagram, 1500 - 28 - 32);
+    assert_eq!(c.paths[0].path_config(false).max_datagram, 1500 - 28);
     assert_eq!(
         (
             c.paths[0].bps,
@@ -590,41 +596,26 @@ fn missing_file() {
     );
 }
 
-#[test]
-fn reading_a_config_is_bounded() {
-    // A device that never ends, and a fifo with no writer: refused at once.
-    let e = Config::load(Path::new("/dev/zero"))
-        .unwrap_err()
-        .to_string();
-    assert_eq!(e, "/dev/zero: cannot read config file: not a regular file");
-    let dir = std::env::temp_dir().join(format!("braid-cfg-bound-{}", std::process::id()));
+/// A copy of `examples/` in a scratch directory with the `private.key` the examples name
+/// (mode 0600), as a user who follows their comments has it.
+fn examples_with_key(tag: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = std::env::temp_dir().join(format!("braid-examples-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let fifo = dir.join("fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let e = Config::load(&fifo).unwrap_err().to_string();
-    assert!(
-        e.ends_with("cannot read config file: not a regular file"),
-        "{e}"
-    );
-    // A file over the limit.
-    let big = dir.join("big.toml");
-    std::fs::write(&big, "#".repeat(CONFIG_MAX as usize + 1)).unwrap();
-    let e = Config::load(&big).unwrap_err().to_string();
-    assert!(
-        e.ends_with("cannot read config file: longer than 1048576 bytes"),
-        "{e}"
-    );
-    std::fs::write(&big, format!("{MIN_BOND}#{}", "x".repeat(100_000))).unwrap();
-    assert!(Config::load(&big).is_ok());
-    let _ = std::fs::remove_dir_all(&dir);
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml" || e == "tc") {
+            std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    crate::files::write_private(&dir.join("private.key"), &crate::keys::genkey()).unwrap();
+    dir
 }
 
 #[test]
 fn every_example_parses() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = examples_with_key("parse");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -640,6 +631,7 @@ fn every_example_parses() {
         "expected at least 4 examples in {}, found {n}",
         dir.display()
     );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -757,8 +749,9 @@ fn shape_errors_name_key_and_line() {
 
 #[test]
 fn shape_script_relative_to_the_config_file() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = examples_with_key("script");
     let c = Config::load(&dir.join("household.toml")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
     let shape = c.shape.unwrap();
     assert_eq!(shape.spec.classes.len(), 5);
     assert_eq!(shape.spec.default_class.map(|c| c.0), Some(0x10013));
@@ -797,7 +790,7 @@ fn shape_script_must_be_a_bounded_regular_file() {
         .unwrap_err()
         .to_string();
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(e.contains("longer than 1048576 bytes"), "{e}");
+    assert!(e.contains("larger than 1 MiB"), "{e}");
 }
 
 fn serial_cfg(path: &str) -> String {
@@ -821,7 +814,7 @@ fn serial_path_keys() {
     // 5760 bytes/s on the line; 1420-byte datagrams cost 1420 + 2 + 11 line bytes.
     assert_eq!(p.bps, serial_bps(57600, Framing::Cslip, 1420));
     assert!(p.bps > 45_000 && p.bps < 46_080, "{}", p.bps);
-    assert_eq!(p.path_config().bps, p.bps);
+    assert_eq!(p.path_config(true).bps, p.bps);
 
     // Defaults: slip; an explicit bps is kept and not adjusted.
     let c = parse(&serial_cfg(
@@ -889,6 +882,19 @@ fn serial_path_errors() {
         "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nbaud = 9600\n",
     ));
     assert_eq!(e, "t.toml:8:8: path[0].baud: only for kind = \"serial\"");
+    // On a UDP path, `mtu` is the link's (a PPPoE uplink: 1492).
+    let c = parse(&serial_cfg(
+        "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nmtu = 1492\n",
+    ))
+    .expect("a UDP path with its link mtu");
+    assert_eq!(c.paths[0].udp().map(|u| u.link_mtu), Some(1492));
+    let e = err(&serial_cfg(
+        "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nmtu = 100\n",
+    ));
+    assert!(
+        e.contains("path[0].mtu: 100 is out of range (576..=65535)"),
+        "{e}"
+    );
     let two = "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\n[[path]]\nname = \"a\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n[[path]]\nname = \"b\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 9600\n";
     assert_eq!(
         err(two),
@@ -1109,4 +1115,89 @@ fn key_files_relative_and_mode_checked() {
         .to_string();
     assert!(e.contains("not both"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_inline_key_in_a_config_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("braid-inline-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("b.toml");
+    std::fs::write(&f, FULL).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = Config::load(&f).unwrap_err().to_string();
+    let line = FULL
+        .lines()
+        .position(|l| l.starts_with("private_key"))
+        .unwrap();
+    assert_eq!(
+        e,
+        format!(
+            "{f}:{}:15: bond.private_key: {f} has mode 0644: a config file with a key inline must not be accessible to group or others (chmod 600 {f}), or keep the key in bond.private_key_file",
+            line + 1,
+            f = f.display()
+        )
+    );
+    // The preshared key alone is a secret as well.
+    let psk_only = FULL.replace(
+        "private_key = \"4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY=\"",
+        "private_key_file = \"k\"",
+    );
+    crate::files::write_private(&dir.join("k"), &crate::keys::genkey()).unwrap();
+    std::fs::write(&f, &psk_only).unwrap();
+    let e = Config::load(&f).unwrap_err().to_string();
+    assert!(
+        e.contains("bond.preshared_key: ") && e.contains("mode 0644"),
+        "{e}"
+    );
+    // Mode 0600: accepted; keys in files only: the config's mode does not matter.
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Config::load(&f).unwrap();
+    let files_only = psk_only.replace("preshared_key = ", "# preshared_key = ");
+    std::fs::write(&f, files_only).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    Config::load(&f).unwrap();
+    // Text that is not a file has no mode to check.
+    Config::parse(FULL, "b.toml").unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn user_and_group_to_run_as() {
+    let base = "[bond]\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n";
+    let c = Config::parse(&format!("{base}user = \"nobody\"\n"), "u.toml").unwrap();
+    assert_eq!(
+        c.bond.run_as,
+        Some(crate::privileges::RunAs {
+            user: "nobody".into(),
+            group: None
+        })
+    );
+    let c = Config::parse(
+        &format!("{base}user = \"braid\"\ngroup = \"dialout\"\n"),
+        "u.toml",
+    )
+    .unwrap();
+    assert_eq!(c.bond.run_as.unwrap().group.as_deref(), Some("dialout"));
+    assert_eq!(Config::parse(base, "u.toml").unwrap().bond.run_as, None);
+    for (extra, want) in [
+        (
+            "group = \"x\"\n",
+            "u.toml:4:9: bond.group: needs bond.user (the user to run as)",
+        ),
+        (
+            "user = \"a b\"\n",
+            "u.toml:4:8: bond.user: \"a b\" is not a user or group name (letters, digits, _ . -)",
+        ),
+        (
+            "user = \"x\"\ngroup = \"\"\n",
+            "u.toml:5:9: bond.group: \"\" is not a user or group name (1-32 characters)",
+        ),
+    ] {
+        let e = Config::parse(&format!("{base}{extra}"), "u.toml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, want);
+    }
 }

@@ -1,24 +1,16 @@
-//! What the daemon says about its peer, once and plainly: a handshake refused because the
-//! keys do not match (with what to check), a session made, renewed, lost, and a peer that
-//! restarted. The sealer counts; this module words the counts for the log, rate-limited
-//! so that a flood of bad handshakes writes one line a minute.
+//! What the daemon says about its peer's handshakes, once and plainly: a handshake refused
+//! because the keys do not match (with what to check), a session made, renewed (debug) or
+//! lost, no session at all after start. The sealer counts; this module words the counts
+//! for the log, rate-limited so that a flood of bad handshakes writes one line a minute.
+//! (A peer that restarted is said by the bond, which sees its new epoch.)
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use braid_core::crypto::{Rejected, REKEY_AFTER_TIME};
+use braid_core::crypto::Rejected;
 use braid_core::Instant;
 
 use crate::log::{self, ddebug, dlog, Level};
 use crate::seal::Sealer;
-
-/// A peer that starts a handshake this long before the protocol's rekey time is taken to
-/// have restarted (a rekey comes at [`REKEY_AFTER_TIME`]; the margin covers the two ends'
-/// clocks and a lost first initiation).
-const RESTART_MARGIN: Duration = Duration::from_secs(10);
-
-/// ... but not within this long of the last session: both ends starting at once make two
-/// sessions in a row (each answers the other's initiation).
-const RESTART_MIN_AGE: Duration = Duration::from_secs(5);
 
 /// Without a session this long after start, the log says so and what to check: two
 /// handshake retries (5 s apart) went unanswered.
@@ -105,7 +97,7 @@ impl Notices {
         }
         let counts = sealer.session_counts();
         if counts.0 != self.counts.0 {
-            self.new_session(now, counts, &origin(path, src), sealer);
+            self.new_session(now, &origin(path, src));
         }
         self.counts = counts;
         if sealer.established(now) {
@@ -113,8 +105,7 @@ impl Notices {
         }
     }
 
-    fn new_session(&mut self, now: Instant, counts: (u64, u64), from: &str, sealer: &Sealer) {
-        let as_responder = counts.1 == self.counts.1;
+    fn new_session(&mut self, now: Instant, from: &str) {
         self.waiting_since = None;
         let previous = self.last_handshake.replace(now);
         let Some(previous) = previous else {
@@ -129,25 +120,11 @@ impl Notices {
             );
             return;
         }
-        let age = now.saturating_since(previous);
-        if as_responder
-            && self.established
-            && age >= RESTART_MIN_AGE
-            && age + RESTART_MARGIN < REKEY_AFTER_TIME
-            && !sealer.rekeys_early()
-        {
-            log::limited(
-                now,
-                Level::Info,
-                "peer restarted",
-                format!(
-                    "new session: the peer started a handshake {} s into the last session (handshake {from}): it probably restarted",
-                    age.as_secs()
-                ),
-            );
-        } else {
-            ddebug!(now, "session renewed (handshake {from})");
-        }
+        ddebug!(
+            now,
+            "session renewed after {} s (handshake {from})",
+            now.saturating_since(previous).as_secs()
+        );
     }
 
     /// Once a loop turn: notice a session that ended without a new one.

@@ -105,7 +105,8 @@ fn apply_file(
         _ => None,
     };
     let mut lines = d.lines();
-    lines.extend(apply_paths(now, &d, bond, paths));
+    let sealed = new.bond.encryption.is_sealed();
+    lines.extend(apply_paths(now, &d, sealed, bond, paths));
     // Bond-wide keys; active-backup's primary by name, as the paths' ids may have changed.
     let mut core = new.bond.core.clone();
     if let SchedulerConfig::ActiveBackup(o) = &mut core.scheduler {
@@ -158,7 +159,13 @@ fn check_sockets(d: &Diff, paths: &[PathIo]) -> Result<(), String> {
 }
 
 /// Remove, change and add paths; returns notes on what did not go as planned.
-fn apply_paths(now: Instant, d: &Diff, bond: &mut Bond, paths: &mut Vec<PathIo>) -> Vec<String> {
+fn apply_paths(
+    now: Instant,
+    d: &Diff,
+    sealed: bool,
+    bond: &mut Bond,
+    paths: &mut Vec<PathIo>,
+) -> Vec<String> {
     let mut notes = Vec::new();
     let mut added: Vec<&PathSettings> = Vec::new();
     for c in &d.paths {
@@ -180,7 +187,7 @@ fn apply_paths(now: Instant, d: &Diff, bond: &mut Bond, paths: &mut Vec<PathIo>)
         }
     }
     for p in added {
-        match bond.add_path(now, p.path_config()) {
+        match bond.add_path(now, p.path_config(sealed)) {
             Ok(id) => {
                 let io = PathIo::open(now, id, p);
                 if let Some(e) = &io.last_error {
@@ -231,8 +238,12 @@ fn change(
     let Some(io) = paths.iter_mut().find(|p| p.id == id) else {
         return;
     };
-    if let (Carrier::Udp(u), Transport::Udp(UdpSettings { local, remote, dev })) =
-        (&mut io.carrier, &new.transport)
+    if let (
+        Carrier::Udp(u),
+        Transport::Udp(UdpSettings {
+            local, remote, dev, ..
+        }),
+    ) = (&mut io.carrier, &new.transport)
     {
         u.remote = *remote;
         if reopen {
@@ -312,6 +323,7 @@ pub(super) fn note(applied: &mut Config, req: &Request, response: &Value) {
                     local,
                     remote,
                     dev: dev.clone(),
+                    link_mtu: crate::config::LINK_MTU_DEFAULT,
                 }),
                 bps: bps.unwrap_or(0),
                 prio: 0,
@@ -519,7 +531,7 @@ mod tests {
         r.write(&r.text(3, "mtu = 1300", "bps = 5", SHAPE));
         let e = r.reload().unwrap_err();
         assert!(
-            e.contains("cannot change while braid runs: bond.mtu (1400 -> 1300)"),
+            e.contains("cannot change while braid runs: bond.mtu (1500 -> 1300)"),
             "{e}"
         );
         // A new local address another program holds.

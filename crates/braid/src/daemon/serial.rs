@@ -643,7 +643,15 @@ mod tests {
             path: 1,
             timestamp: 5,
         };
-        let n = wire::emit(&h, &Message::Probe { probe_seq: 9 }, &mut d).unwrap();
+        let n = wire::emit(
+            &h,
+            &Message::Probe {
+                probe_seq: 9,
+                epoch: Some(1),
+            },
+            &mut d,
+        )
+        .unwrap();
         d.truncate(n);
         d
     }

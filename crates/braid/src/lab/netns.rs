@@ -289,6 +289,34 @@ impl Proc {
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
 
+    /// Send it `signal` (e.g. `libc::SIGKILL`) and wait, at most `timeout`, for it to
+    /// exit; killed outright after that.
+    pub fn signal_and_wait(&mut self, signal: i32, timeout: Duration) -> Result<()> {
+        let Some(mut child) = self.child.take() else {
+            bail!("{}: no process", self.name)
+        };
+        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+            // SAFETY: as in stop_child: our own unreaped child, so the pid is not reused.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+        let end = now() + timeout;
+        while now() < end {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!(
+            "{} did not exit within {timeout:?} of signal {signal}",
+            self.name
+        )
+    }
+
     /// Stop it now (SIGTERM, then SIGKILL after 2 s).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -150,6 +150,8 @@ pub struct Daemons {
     braid: PathBuf,
     /// When they were started.
     pub started: Instant,
+    /// Each side's namespace, config file and log, to start it again.
+    sides: [(String, PathBuf, PathBuf); 2],
 }
 
 impl Daemons {
@@ -163,26 +165,21 @@ impl Daemons {
     ) -> Result<Self> {
         let mut procs = Vec::new();
         let mut socks = Vec::new();
+        let mut sides = Vec::new();
         let started = now();
         for (side, ns, cfg) in [("a", &topo.ns_a, cfg_a), ("b", &topo.ns_b, cfg_b)] {
             let conf = topo.file(&format!("{tag}-{side}.toml"));
-            std::fs::write(&conf, cfg).with_context(|| format!("writing {}", conf.display()))?;
+            crate::files::write_private(&conf, cfg)
+                .with_context(|| format!("writing {}", conf.display()))?;
             let sock = topo.file(&format!("{tag}-{side}.sock"));
             let log = topo.file(&format!("{tag}-{side}.log"));
-            let mut cmd = netns::ns_command(ns, braid);
-            cmd.arg("up")
-                .arg("--config")
-                .arg(&conf)
-                .arg("--control")
-                .arg(&sock);
-            procs.push(Proc::spawn(
-                &format!("braid up ({side})"),
-                &mut cmd,
-                false,
-                Some(&log),
-            )?);
+            procs.push(spawn_up(braid, side, ns, &conf, &sock, &log)?);
             socks.push(sock);
+            sides.push((ns.clone(), conf, log));
         }
+        let sides: [(String, PathBuf, PathBuf); 2] = sides
+            .try_into()
+            .map_err(|_| anyhow!("internal: two sides expected"))?;
         let b = procs.pop().ok_or_else(|| anyhow!("no daemon b"))?;
         let a = procs.pop().ok_or_else(|| anyhow!("no daemon a"))?;
         let sock_b = socks.pop().unwrap_or_default();
@@ -194,7 +191,25 @@ impl Daemons {
             sock_b,
             braid: braid.to_path_buf(),
             started,
+            sides,
         })
+    }
+
+    /// Stop side a (or b) with `signal` (SIGTERM: a clean stop; SIGKILL: a crash) and
+    /// start it again with the same config. Returns when the new daemon was started.
+    pub fn restart(&mut self, side_a: bool, signal: i32) -> Result<Instant> {
+        let (side, proc, sock) = if side_a {
+            ("a", &mut self.a, &self.sock_a)
+        } else {
+            ("b", &mut self.b, &self.sock_b)
+        };
+        proc.signal_and_wait(signal, Duration::from_secs(5))?;
+        let (ns, conf, log) = &self.sides[usize::from(!side_a)];
+        // The old log is kept beside the new one.
+        let _ = std::fs::rename(log, log.with_extension("log.1"));
+        let started = now();
+        *proc = spawn_up(&self.braid, side, ns, conf, sock, log)?;
+        Ok(started)
     }
 
     /// Wait (bounded by `timeout`) until both daemons list exactly `names` and all are up.
@@ -263,6 +278,24 @@ impl Daemons {
         cmd.args(args).arg("--control").arg(sock);
         netns::run_ok(&mut cmd)
     }
+}
+
+/// `braid up` for one side, in its namespace, logging to `log`.
+fn spawn_up(
+    braid: &Path,
+    side: &str,
+    ns: &str,
+    conf: &Path,
+    sock: &Path,
+    log: &Path,
+) -> Result<Proc> {
+    let mut cmd = netns::ns_command(ns, braid);
+    cmd.arg("up")
+        .arg("--config")
+        .arg(conf)
+        .arg("--control")
+        .arg(sock);
+    Proc::spawn(&format!("braid up ({side})"), &mut cmd, false, Some(log))
 }
 
 /// `braid status --json --control SOCK` (the control socket is a file, reachable from any

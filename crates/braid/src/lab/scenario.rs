@@ -357,7 +357,8 @@ impl Scenario {
         }
         let path = Path::new(arg);
         if path.exists() {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {arg}"))?;
+            let text = crate::files::read_text(path, crate::files::TEXT_MAX)
+                .with_context(|| format!("reading {arg}"))?;
             return Self::parse(&text).with_context(|| format!("scenario file {arg}"));
         }
         let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();

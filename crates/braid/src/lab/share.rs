@@ -166,8 +166,10 @@ impl ShareScenario {
         if !(s.duration_s > 0.0 && s.duration_s <= 600.0) {
             bail!("scenario {}: duration_s must be in (0, 600]", s.name);
         }
-        if s.payload < 64 || s.payload > 1372 {
-            bail!("scenario {}: payload must be 64-1372 bytes", s.name);
+        // Up to a full 1500-byte IP packet (the bond's default MTU; braid carries the
+        // packets that do not fit one datagram in parts).
+        if s.payload < 64 || s.payload > 1472 {
+            bail!("scenario {}: payload must be 64-1472 bytes", s.name);
         }
         for p in &s.phases {
             if !(p.from_s >= 0.0 && p.to_s <= s.duration_s && p.from_s + s.settle_s < p.to_s) {
@@ -190,7 +192,7 @@ impl ShareScenario {
                 .map(Some)
                 .with_context(|| format!("built-in scenario {arg}"));
         }
-        let Ok(text) = std::fs::read_to_string(arg) else {
+        let Ok(text) = crate::files::read_text(Path::new(arg), crate::files::TEXT_MAX) else {
             return Ok(None);
         };
         let kind = toml::from_str::<toml::Table>(&text)
@@ -209,7 +211,7 @@ impl ShareScenario {
         if let Some((_, t)) = SCRIPTS.iter().find(|(n, _)| *n == self.script) {
             return Ok((*t).to_string());
         }
-        std::fs::read_to_string(&self.script)
+        crate::files::read_text(Path::new(&self.script), crate::files::TEXT_MAX)
             .with_context(|| format!("reading tc script {}", self.script))
     }
 

@@ -1,7 +1,8 @@
-//! Linux glue: the TUN device, path sockets, signals and `ppoll`. Everything `unsafe` in
+//! Linux glue: the TUN device, path sockets, signals, `ppoll` and user switching. Everything `unsafe` in
 //! the program lives here.
 
 pub mod poll;
+pub mod privs;
 pub mod signal;
 pub mod tty;
 pub mod tun;
@@ -16,4 +17,21 @@ pub(crate) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     } else {
         Ok(r)
     }
+}
+
+/// The effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Run `f` with the process's umask set to `mask`, then restore it. The umask is
+/// process-wide: call it only while no other thread creates files (the daemon's start).
+pub fn with_umask<T>(mask: libc::mode_t, f: impl FnOnce() -> T) -> T {
+    // SAFETY: umask has no preconditions and cannot fail.
+    let old = unsafe { libc::umask(mask) };
+    let r = f();
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    r
 }

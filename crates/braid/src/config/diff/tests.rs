@@ -215,6 +215,8 @@ fn what_cannot_change_is_refused_by_key() {
     let mut d = a.clone();
     d.bond.encryption = Encryption::None;
     assert_eq!(refused(&a, &d), ["bond.encryption (keys -> none)"]);
+    let u = cfg("user = \"nobody\"\n", "");
+    assert_eq!(refused(&a, &u), ["bond.user (root -> nobody)"]);
 }
 
 const SHAPE: &str = r#"
