@@ -90,6 +90,14 @@ fn paths_added_removed_and_changed() {
         }]
     ));
 
+    // A new link MTU changes the path's largest datagram: the path is re-created.
+    let mut m = a.clone();
+    if let Transport::Udp(u) = &mut m.paths[1].transport {
+        u.link_mtu = 9000;
+    }
+    let d = diff(&a, &m).unwrap();
+    assert_eq!(d.lines(), ["path p1: mtu 1500 -> 9000 (path re-created)"]);
+
     // Removed first, then changed, then added.
     let mut f = b.clone();
     f.paths.remove(0);
