@@ -239,6 +239,24 @@ fn tcp_transfer_through_bond_is_intact() {
         .filter(|p| p.tx_bytes > path(&before, &p.name).map_or(0, |q| q.tx_bytes) + 1_000_000)
         .count();
     assert!(used >= 2, "paths that carried > 1 MB: {used}; {after:?}");
+    // The bond's MTU is 1500, so TCP's segments (MSS 1460, no PMTU tricks) are full
+    // Ethernet packets; a sealed path's datagram holds 1420 of them, so each went in two
+    // parts, and none was lost to that.
+    let a = d.status_a().unwrap();
+    let tun_rx = a.pointer("/status/counters/tun_rx").and_then(|v| v.as_u64());
+    let datagrams: u64 = a
+        .pointer("/status/paths")
+        .and_then(|v| v.as_array())
+        .map_or(0, |ps| ps.iter().filter_map(|p| p["tx_packets"].as_u64()).sum());
+    assert!(
+        datagrams > tun_rx.unwrap_or(u64::MAX) + 10_000,
+        "{datagrams} datagrams for {tun_rx:?} packets: full-size segments were not split"
+    );
+    let b = d.status_b().unwrap();
+    assert_eq!(
+        b.pointer("/status/counters/drop_partial").and_then(|v| v.as_u64()),
+        Some(0)
+    );
 }
 
 #[test]
