@@ -520,6 +520,7 @@ struct RawBond {
     queue_max_delay_ms: Option<S<i64>>,
     equalize_ms: Option<S<i64>>,
     seed: Option<S<i64>>,
+    mss_clamp: Option<S<bool>>,
     encryption: Option<S<String>>,
     private_key: Option<S<String>>,
     private_key_file: Option<S<String>>,
@@ -1008,6 +1009,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         equalize_max,
         mtu: usize::try_from(mtu).unwrap_or(default_mtu as usize),
         seed,
+        mss_clamp: b.mss_clamp.as_ref().is_none_or(|v| *v.get_ref()),
         ..BondConfig::default()
     };
     let encryption = security::validate(

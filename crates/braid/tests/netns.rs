@@ -239,6 +239,57 @@ fn tcp_transfer_through_bond_is_intact() {
         .filter(|p| p.tx_bytes > path(&before, &p.name).map_or(0, |q| q.tx_bytes) + 1_000_000)
         .count();
     assert!(used >= 2, "paths that carried > 1 MB: {used}; {after:?}");
+    // The bond's MTU is 1500 and braid lowered the SYNs' MSS so that segments fit one
+    // sealed datagram.
+    let clamped = |v: &serde_json::Value| {
+        v.pointer("/status/counters/mss_clamped")
+            .and_then(|c| c.as_u64())
+    };
+    assert!(clamped(&d.status_a().unwrap()) >= Some(1));
+    assert!(clamped(&d.status_b().unwrap()) >= Some(1));
+}
+
+/// With `mss_clamp = false` TCP sends full 1500-byte packets (MSS 1460, no PMTU tricks);
+/// a sealed path's datagram holds 1420 of them, so each goes in two parts, and the
+/// transfer is still intact.
+#[test]
+fn full_size_tcp_segments_cross_in_parts() {
+    let Some(_lock) = netns_or_skip("full_size_tcp_segments_cross_in_parts") else {
+        return;
+    };
+    let topo = Topology::new(2).unwrap();
+    let sc = Scenario::parse(
+        "name = \"parts\"\n[bond]\nmss_clamp = false\n[[path]]\nname = \"p0\"\n[[path]]\nname = \"p1\"\n[[test]]\n",
+    )
+    .unwrap();
+    let cfg_a = sc.daemon_config(true, &topo.links, None).unwrap();
+    let cfg_b = sc.daemon_config(false, &topo.links, None).unwrap();
+    let mut d = Daemons::start(BRAID.as_ref(), &topo, "parts", &cfg_a, &cfg_b).unwrap();
+    d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))
+        .unwrap();
+    let limit = 8 << 20;
+    let (sent, got) = tcp_flow(&topo, 5002, 30.0, limit, Arc::new(AtomicU64::new(0))).unwrap();
+    assert_eq!((sent, got), (limit, limit), "every byte arrived, in order");
+    let a = d.status_a().unwrap();
+    let tun_rx = a
+        .pointer("/status/counters/tun_rx")
+        .and_then(|v| v.as_u64());
+    let datagrams: u64 = a
+        .pointer("/status/paths")
+        .and_then(|v| v.as_array())
+        .map_or(0, |ps| {
+            ps.iter().filter_map(|p| p["tx_packets"].as_u64()).sum()
+        });
+    assert!(
+        datagrams > tun_rx.unwrap_or(u64::MAX) + 4000,
+        "{datagrams} datagrams for {tun_rx:?} packets: full-size segments were not split"
+    );
+    let b = d.status_b().unwrap();
+    assert_eq!(
+        b.pointer("/status/counters/drop_partial")
+            .and_then(|v| v.as_u64()),
+        Some(0)
+    );
 }
 
 #[test]

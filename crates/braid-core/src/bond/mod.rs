@@ -19,6 +19,7 @@
 mod deadline;
 mod equalize;
 mod link;
+mod mss;
 mod parts;
 mod reconfigure;
 mod retransmit;
@@ -74,6 +75,9 @@ pub struct BondConfig {
     pub mtu: usize,
     /// Seed for randomised policies.
     pub seed: u64,
+    /// Lower the MSS of TCP SYNs entering the bond so that full-size segments fit one
+    /// datagram on every path (`bond/mss.rs`; default on).
+    pub mss_clamp: bool,
     /// This run's identity, drawn at random by the driver when it starts (the core has
     /// no randomness of its own). Probes carry it, so the peer recognises a restart; the
     /// first bond sequence number and each path's first probe number derive from it, so
@@ -92,6 +96,7 @@ impl Default for BondConfig {
             queue_max_delay: Duration::from_millis(100),
             mtu: 1400,
             seed: 0,
+            mss_clamp: true,
             epoch: 0,
         }
     }
@@ -262,9 +267,36 @@ impl Bond {
             self.counters.drop_too_big += 1;
             return;
         }
+        // A SYN is small: look at small packets only, on a copy.
+        let mut small = [0u8; 128];
+        let packet = match (self.mss_room(), small.get_mut(..packet.len())) {
+            (Some(room), Some(copy)) => {
+                copy.copy_from_slice(packet);
+                if mss::clamp(copy, room) {
+                    self.counters.mss_clamped += 1;
+                    &*copy
+                } else {
+                    packet
+                }
+            }
+            _ => packet,
+        };
         if !self.shape(now, packet) {
             self.schedule_packet(now, packet);
         }
+    }
+
+    /// The largest IP packet that goes whole on every path, when MSS clamping is on and
+    /// some path has a datagram limit.
+    fn mss_room(&self) -> Option<usize> {
+        if !self.cfg.mss_clamp {
+            return None;
+        }
+        self.links
+            .iter()
+            .filter(|l| l.cfg.max_datagram > 0)
+            .map(|l| l.cfg.max_datagram.saturating_sub(DATA_HEADER_LEN))
+            .min()
     }
 
     /// Number a packet and queue it on the path(s) the scheduler chooses.

@@ -82,6 +82,8 @@ pub struct BondCounters {
     /// Packets that came in parts and could not be joined (a part was lost or moved to
     /// another path), and parts that continued nothing: dropped.
     pub drop_partial: u64,
+    /// TCP SYNs whose MSS was lowered to fit one datagram (`bond.mss_clamp`).
+    pub mss_clamped: u64,
     /// Times the peer announced a new epoch (it restarted).
     pub peer_restarts: u64,
     /// Times a stalled path's in-flight data was declared lost because the peer still

@@ -18,6 +18,7 @@ reorder_max_ms = 150
 queue_max_delay_ms = 80
 equalize_ms = 40
 seed = 9
+mss_clamp = false
 private_key = "4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY="
 peer_public_key = "nmFYF6ZKngdcryo53e+fo7ZbW4nP3CZ47oLl9sHfCRM="
 preshared_key = "FHE6N0Qpr+EJiwJnc7UfJ7m1t43yt7fUYOqO9Xn7hAE="
@@ -102,6 +103,7 @@ fn full_config_maps_every_key() {
     assert_eq!(b.core.queue_max_delay, Duration::from_millis(80));
     assert_eq!(b.core.equalize_max, Duration::from_millis(40));
     assert_eq!(b.core.seed, 9);
+    assert!(!b.core.mss_clamp);
 
     assert_eq!(c.paths.len(), 2);
     let p0 = &c.paths[0];
