@@ -249,7 +249,10 @@ pub fn render(resp: &Value) -> String {
         ("peer_restarts", "peer restarts"),
         ("stall_recoveries", "stalls ended by probe answers"),
         ("drop_rx_too_big", "dropped from peer: larger than the mtu"),
-        ("drop_partial", "dropped from peer: packets with a part missing"),
+        (
+            "drop_partial",
+            "dropped from peer: packets with a part missing",
+        ),
     ]
     .iter()
     .filter(|(k, _)| u(c, k) > 0)

@@ -120,7 +120,7 @@ pub enum ShapeChange {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Diff {
     /// Bond-wide keys (scheduler and its options, monitoring, reorder, queue, equalise,
-    /// seed): applied together.
+    /// seed, MSS clamping): applied together.
     pub bond: Vec<KeyChange>,
     /// Paths, in the order: removed, changed, added.
     pub paths: Vec<PathChange>,
@@ -376,6 +376,12 @@ fn bond_keys(old: &Config, new: &Config) -> Vec<KeyChange> {
         ms(*d)
     });
     k.cmp("bond.seed", &a.seed, &b.seed, ToString::to_string);
+    k.cmp(
+        "bond.mss_clamp",
+        &a.mss_clamp,
+        &b.mss_clamp,
+        ToString::to_string,
+    );
     k.0
 }
 

@@ -143,7 +143,7 @@ fn a_serial_line_with_new_settings_is_re_created() {
 fn bond_keys_change_at_run_time() {
     let a = cfg("", "");
     let b = cfg(
-        "scheduler = \"eql\"\nprobe_interval_ms = 200\ndown_after = 5\nreorder_max_ms = 50\nqueue_max_delay_ms = 30\nequalize_ms = 0\nseed = 4\n",
+        "scheduler = \"eql\"\nprobe_interval_ms = 200\ndown_after = 5\nreorder_max_ms = 50\nqueue_max_delay_ms = 30\nequalize_ms = 0\nseed = 4\nmss_clamp = false\n",
         "",
     );
     assert_eq!(
@@ -155,7 +155,8 @@ fn bond_keys_change_at_run_time() {
             "bond.reorder_max_ms 200 -> 50",
             "bond.queue_max_delay_ms 100 -> 30",
             "bond.equalize_ms 100 -> 0",
-            "bond.seed 0 -> 4"
+            "bond.seed 0 -> 4",
+            "bond.mss_clamp true -> false"
         ]
     );
     let x = cfg("scheduler = \"xor\"\nhash = \"layer3+4\"\n", "");
