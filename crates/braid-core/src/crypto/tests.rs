@@ -413,6 +413,54 @@ fn preshared_key_mismatch_never_establishes() {
     ));
 }
 
+/// A response forged by someone who saw the initiation (right receiver index, valid
+/// mac1: the initiator's public key is public; Noise that does not verify) leaves the
+/// pending handshake as it was: the real response still establishes (review H2).
+#[test]
+fn forged_response_then_the_real_one_establishes() {
+    let (mut a, mut b) = pair();
+    let t = at(0);
+    let init = initiation(&mut a, t);
+    let Ok(Got::Reply(real)) = deliver(&mut b, t, A_ADDR, &init) else {
+        panic!("no response");
+    };
+    let a_macs = cookie::MacKeys::new(&a.local_public_key());
+    // Forgery 1: random Noise bytes. Forgery 2: the real response with one Noise byte
+    // changed (and mac1 stamped again), so only the AEAD can tell.
+    let mut random = [0u8; RESPONSE_LEN];
+    random[..8].copy_from_slice(&init[..8]);
+    random[1] = 2;
+    for (i, byte) in random.iter_mut().enumerate().skip(8) {
+        *byte = (i as u8).wrapping_mul(37);
+    }
+    a_macs.stamp(&mut random, None);
+    let mut flipped = real.clone();
+    flipped[50] ^= 1;
+    a_macs.stamp(&mut flipped, None);
+    for forged in [&random[..], &flipped[..], &random[..]] {
+        assert_eq!(
+            deliver(&mut a, t, B_ADDR, forged),
+            Err(Rejected::HandshakeFailed)
+        );
+    }
+    assert!(!a.is_established(t));
+    assert!(matches!(
+        deliver(&mut a, t, B_ADDR, &real),
+        Ok(Got::Established(_))
+    ));
+    let Some((TransmitKind::Keepalive, ka)) = transmit(&mut a, t) else {
+        panic!("no keepalive");
+    };
+    assert!(matches!(deliver(&mut b, t, A_ADDR, &ka), Ok(Got::Data(..))));
+    assert!(a.is_established(t) && b.is_established(t));
+    assert_eq!(a.counters().handshake_failed, 3);
+    // Once established, the same forgery names an index we no longer have.
+    assert_eq!(
+        deliver(&mut a, t, B_ADDR, &random),
+        Err(Rejected::UnknownReceiverIndex)
+    );
+}
+
 #[test]
 fn rekey_keeps_old_session_for_packets_in_flight() {
     let (mut a, mut b) = pair();

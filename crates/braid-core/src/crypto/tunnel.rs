@@ -701,17 +701,24 @@ impl Tunnel {
         if !self.checker.keys().check_mac1(datagram) {
             return Err(Rejected::BadMac1);
         }
-        let Some(p) = self.pending.take() else {
+        let Some(p) = self.pending.as_mut() else {
             return Err(Rejected::UnknownReceiverIndex);
         };
-        let sender_index = p.sender_index;
-        let keys = match handshake::read_response(p.state, datagram) {
+        // A response that fails (forged by someone who saw our initiation, or sealed with
+        // another preshared key) leaves the pending handshake as it was: the real
+        // response may still come. The retry timer is not touched either.
+        let keys = match handshake::read_response(&mut p.state, datagram) {
             Ok(k) => k,
             Err(_) => {
-                // The Noise state is spent; the retry timer makes a new initiation.
+                if p.state.is_handshake_finished() {
+                    // Noise accepted it but it carried a payload: the state is spent.
+                    self.pending = None;
+                }
                 return Err(Rejected::HandshakeFailed);
             }
         };
+        let sender_index = p.sender_index;
+        self.pending = None;
         let remote_index = envelope::read_u32(datagram, 8);
         let session = Session::new(
             sender_index,
