@@ -43,20 +43,6 @@ const SIZING_PACKET_BYTES: u64 = 256;
 /// The rate the window is sized for when no path has a configured `bps`.
 const DEFAULT_SIZING_BPS: u64 = 1_000_000_000;
 
-/// Handshake messages (initiations, responses, cookie replies) the daemon passes to the
-/// tunnel per second at most; more are dropped unread (`handshake_flood_dropped`). The
-/// tunnel's own per-source limit and cookies handle what gets through; this bound keeps a
-/// flood from any number of sources from taking the CPU the data path needs (as
-/// WireGuard's bounded handshake queue does). A peer's real handshake lost in a flood is
-/// retried 5 s later; an established session is not affected.
-pub const HANDSHAKES_PER_SECOND: u64 = 1000;
-
-/// Burst of the handshake budget.
-const HANDSHAKE_BURST: u64 = 100;
-
-/// Refill time of one handshake token, µs.
-const HANDSHAKE_COST_US: u64 = 1_000_000 / HANDSHAKES_PER_SECOND;
-
 /// What became of a received datagram.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Incoming<'a> {
@@ -81,7 +67,8 @@ pub struct SealCounters {
     pub roamed: u64,
     /// Empty authenticated datagrams (keepalives) received.
     pub keepalives_received: u64,
-    /// Handshake messages dropped unread beyond [`HANDSHAKES_PER_SECOND`].
+    /// Initiations dropped unread beyond the tunnel's handshake budget
+    /// ([`TunnelConfig::handshake_budget`]; the tunnel's `handshake_flood_dropped`).
     pub handshake_flood_dropped: u64,
 }
 
@@ -108,9 +95,6 @@ pub struct Sealer {
     rekey_every: Option<Duration>,
     next_rekey: Instant,
     window_bits: usize,
-    /// Handshake budget: tokens (in µs of refill time) and when last refilled.
-    hs_budget_us: u64,
-    hs_refilled: Instant,
 }
 
 impl std::fmt::Debug for Sealer {
@@ -149,8 +133,6 @@ impl Sealer {
             rekey_every,
             next_rekey: rekey_every.map_or(Instant::FAR_FUTURE, |d| now + d),
             window_bits,
-            hs_budget_us: HANDSHAKE_BURST * HANDSHAKE_COST_US,
-            hs_refilled: now,
         }
     }
 
@@ -199,21 +181,6 @@ impl Sealer {
             }
             return Incoming::Deliver(bytes);
         };
-        if let [2, 1..=3, ..] = bytes {
-            // A handshake message: take one from the budget before any work.
-            let cap = HANDSHAKE_BURST * HANDSHAKE_COST_US;
-            let refill = now.saturating_since(self.hs_refilled).as_micros();
-            self.hs_refilled = now;
-            self.hs_budget_us = self
-                .hs_budget_us
-                .saturating_add(u64::try_from(refill).unwrap_or(u64::MAX))
-                .min(cap);
-            if self.hs_budget_us < HANDSHAKE_COST_US {
-                self.counters.handshake_flood_dropped += 1;
-                return Incoming::Drop;
-            }
-            self.hs_budget_us -= HANDSHAKE_COST_US;
-        }
         match t.open(now, src, bytes) {
             Ok(Opened::Data { plaintext, .. }) => {
                 if src != *remote {
@@ -267,9 +234,13 @@ impl Sealer {
         }
     }
 
-    /// The daemon's and the tunnel's counters.
+    /// The daemon's counters (`handshake_flood_dropped` is the tunnel's).
     pub fn counters(&self) -> SealCounters {
-        self.counters
+        let mut c = self.counters;
+        if let Some(t) = &self.tunnel {
+            c.handshake_flood_dropped = t.counters().handshake_flood_dropped;
+        }
+        c
     }
 
     /// The tunnel's counter named `name` (a [`Rejected::name`] or an event counter).
@@ -288,7 +259,7 @@ impl Sealer {
         let Some(t) = &self.tunnel else {
             return json!({
                 "enabled": false,
-                "counters": self.counters,
+                "counters": self.counters(),
             });
         };
         let c = t.counters();
@@ -311,7 +282,7 @@ impl Sealer {
             "rejected": rejected,
             "rejected_total": c.rejected_total(),
             "events": events,
-            "counters": self.counters,
+            "counters": self.counters(),
         })
     }
 }
@@ -333,7 +304,8 @@ pub fn render_status(e: &Value) -> String {
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
-                .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                // Shown as "handshake flood" below.
+                .filter(|(k, v)| v.as_u64().unwrap_or(0) > 0 && *k != "handshake_flood_dropped")
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect()
         })
@@ -500,6 +472,10 @@ mod tests {
         );
     }
 
+    /// Initiations from keys the sealer does not know (valid mac1: the sender knows its
+    /// public key) at one instant: the budget's burst reaches the tunnel (a DH each, then
+    /// `unknown_peer`), the rest are dropped after the mac1 check. Junk of any length
+    /// takes no token, nor do data datagrams.
     #[test]
     fn handshake_budget_bounds_a_flood() {
         let k = PrivateKey::generate(&mut OsRng);
@@ -509,7 +485,6 @@ mod tests {
             now,
         );
         let mut remote = addr("127.0.0.1:7001");
-        // 500 bogus initiations at one instant: the burst reaches the tunnel, the rest not.
         for _ in 0..500 {
             let mut d = [2u8, 1, 0, 0, 9, 9, 9, 9];
             assert_eq!(
@@ -517,16 +492,147 @@ mod tests {
                 Incoming::Drop
             );
         }
+        assert_eq!(s.tunnel_counter("truncated"), Some(500));
+        assert_eq!(s.counters().handshake_flood_dropped, 0);
+        // From many addresses, so that the per-source limit is not what stops them.
+        let init = stranger_initiation(k.public_key());
+        for i in 0..500u32 {
+            let mut d = init.clone();
+            let src = SocketAddr::from(([10, 9, (i / 250) as u8, (i % 250) as u8], 5));
+            let _ = s.incoming(now, &mut remote, src, &mut d);
+        }
+        assert_eq!(s.tunnel_counter("unknown_peer"), Some(100));
         assert_eq!(s.counters().handshake_flood_dropped, 400);
-        assert_eq!(s.tunnel_counter("truncated"), Some(100));
         // A second later the budget is full again; data datagrams never use it.
         let later = now + Duration::from_secs(1);
-        let mut d = [2u8, 1, 0, 0];
-        let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut d);
-        assert_eq!(s.tunnel_counter("truncated"), Some(101));
+        let mut d = init.clone();
+        // (Still under load from the last second: answered with a cookie, no DH.)
+        assert!(matches!(
+            s.incoming(later, &mut remote, addr("10.9.9.9:5"), &mut d),
+            Incoming::Reply(r) if r.len() == 64
+        ));
+        assert_eq!(s.tunnel_counter("cookie_replies_sent"), Some(1));
         let mut t = [2u8, 0, 0, 0];
         let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut t);
         assert_eq!(s.counters().handshake_flood_dropped, 400);
+    }
+
+    /// An initiation to `to` from a fresh key: valid mac1, unknown static key.
+    fn stranger_initiation(to: PublicKey) -> Vec<u8> {
+        let mut t = braid_core::crypto::Tunnel::new(TunnelConfig::new(
+            PrivateKey::generate(&mut OsRng),
+            to,
+            [5; 32],
+        ));
+        let now = Instant::from_micros(1);
+        t.start_handshake(now);
+        let mut buf = vec![0u8; 256];
+        let n = t.poll_transmit(now, &mut buf).expect("an initiation").len;
+        buf.truncate(n);
+        buf
+    }
+
+    /// Two sealers over one path with `delay` each way, stepped 1 ms at a time from
+    /// their creation; `junk(now, n)` gives the junk datagrams each end receives in the
+    /// millisecond `n` besides. Returns the first time both ends can send, if any within
+    /// `limit`.
+    fn run_pair(
+        delay: Duration,
+        limit: Duration,
+        junk: &mut dyn FnMut(u64) -> Vec<Vec<u8>>,
+    ) -> (Option<Duration>, Sealer, Sealer) {
+        let (ka, kb) = (
+            PrivateKey::generate(&mut OsRng),
+            PrivateKey::generate(&mut OsRng),
+        );
+        let t0 = Instant::from_millis(1000);
+        let mut a = Sealer::new(&keyed(&ka, kb.public_key()), t0);
+        let mut b = Sealer::new(&keyed(&kb, ka.public_key()), t0);
+        let (aa, ba) = (addr("127.0.0.1:7000"), addr("127.0.0.1:7001"));
+        let (mut a_remote, mut b_remote) = (ba, aa);
+        // (arrival, to b?, bytes)
+        let mut wire: Vec<(Instant, bool, Vec<u8>)> = Vec::new();
+        let stranger = addr("192.0.2.99:4444");
+        let steps = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+        for n in 0..steps {
+            let now = t0 + Duration::from_millis(n);
+            for s in [&mut a, &mut b] {
+                if s.poll_timeout().is_some_and(|t| t <= now) {
+                    s.handle_timeout(now);
+                }
+            }
+            while let Some(d) = a.poll_transmit(now) {
+                wire.push((now + delay, true, d.to_vec()));
+            }
+            while let Some(d) = b.poll_transmit(now) {
+                wire.push((now + delay, false, d.to_vec()));
+            }
+            for j in junk(n) {
+                let (mut x, mut y) = (j.clone(), j);
+                let _ = a.incoming(now, &mut a_remote, stranger, &mut x);
+                let _ = b.incoming(now, &mut b_remote, stranger, &mut y);
+            }
+            let due: Vec<_> = wire.iter().filter(|w| w.0 <= now).cloned().collect();
+            wire.retain(|w| w.0 > now);
+            for (_, to_b, mut d) in due {
+                let (s, remote, src) = if to_b {
+                    (&mut b, &mut b_remote, aa)
+                } else {
+                    (&mut a, &mut a_remote, ba)
+                };
+                if let Incoming::Reply(r) = s.incoming(now, remote, src, &mut d) {
+                    wire.push((now + delay, !to_b, r.to_vec()));
+                }
+            }
+            // Both ends send (as the bond's probes do); a keepalive or data confirms.
+            for (s, to_b) in [(&mut a, true), (&mut b, false)] {
+                if let Some(d) = s.outgoing(now, b"probe") {
+                    wire.push((now + delay, to_b, d.to_vec()));
+                }
+            }
+            let st = |s: &Sealer| s.status_json(now)["established"] == true;
+            if st(&a) && st(&b) {
+                return (Some(now.saturating_since(t0)), a, b);
+            }
+        }
+        (None, a, b)
+    }
+
+    /// Junk handshake datagrams (`2, 1` and `2, 2`, of the right lengths and not), 50 per
+    /// ms at each end, from before the first initiation: the handshake still completes in
+    /// one round trip, and none of the junk took a budget token (review H1).
+    #[test]
+    fn junk_handshake_flood_does_not_stop_the_handshake() {
+        let mut junk = |n: u64| -> Vec<Vec<u8>> {
+            (0..50u64)
+                .map(|k| {
+                    let x = n * 50 + k;
+                    let len = match x % 4 {
+                        0 => 2,
+                        1 => 148,
+                        2 => 92,
+                        _ => 64,
+                    };
+                    let mut d: Vec<u8> = (0..len).map(|i| (x as u8) ^ (i as u8)).collect();
+                    d[0] = 2;
+                    d[1] = if (x / 4).is_multiple_of(2) { 1 } else { 2 };
+                    if len > 4 {
+                        d[2] = 0;
+                        d[3] = 0;
+                    }
+                    d
+                })
+                .collect()
+        };
+        let delay = Duration::from_millis(10);
+        let (up, a, b) = run_pair(delay, Duration::from_secs(3), &mut junk);
+        let up = up.expect("the handshake completed under the flood");
+        assert!(up <= Duration::from_millis(50), "{up:?}");
+        for s in [&a, &b] {
+            assert_eq!(s.counters().handshake_flood_dropped, 0);
+            let seen = |n| s.tunnel_counter(n).unwrap_or(0);
+            assert!(seen("bad_mac1") > 100 && seen("unknown_receiver_index") > 100);
+        }
     }
 
     /// First byte after the 16-byte header: inside the ciphertext.

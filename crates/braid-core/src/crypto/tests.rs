@@ -773,6 +773,75 @@ fn under_load_the_responder_answers_with_a_cookie_and_the_peer_gets_through() {
     );
 }
 
+/// `n` initiations to `to` from strangers (valid mac1, unknown keys), each from its own
+/// address, delivered at `t`; the results.
+fn strangers(to: &mut Tunnel, t: Instant, first_key: u8, n: u8) -> Vec<Result<Got, Rejected>> {
+    let peer = to.local_public_key();
+    (first_key..first_key + n)
+        .map(|k| {
+            let mut s = Tunnel::new(TunnelConfig::new(key(k), peer, [k; 32]));
+            let init = initiation(&mut s, t);
+            deliver(to, t, &format!("203.0.113.{k}:9"), &init)
+        })
+        .collect()
+}
+
+/// The handshake budget (review H1): initiations that pass mac1 take a token, and beyond
+/// the budget are dropped unread; but a response to our own handshake and an initiation
+/// with a valid mac2 (its sender proved it receives at its address) never wait for one.
+#[test]
+fn budget_spares_replies_to_our_handshake_and_proven_initiations() {
+    let (lo, _) = pair();
+    let me = b_peer_byte(&lo);
+    let budgeted = |me: u8| {
+        let mut c = config(me, 3 - me);
+        c.handshake_budget = 20; // burst 2, a token every 50 ms
+        c.under_load_threshold = 3;
+        Tunnel::new(c)
+    };
+    let (mut a, mut b) = (budgeted(3 - me), budgeted(me));
+    let t = at(1000);
+    // Two strangers use up b's budget; the third is dropped unread, and so is a's.
+    let r = strangers(&mut b, t, 10, 3);
+    assert_eq!(r[2], Err(Rejected::FloodDropped));
+    let init = initiation(&mut a, t);
+    assert_eq!(
+        deliver(&mut b, t, A_ADDR, &init),
+        Err(Rejected::FloodDropped)
+    );
+    // Junk never takes a token: a refilled token is still there after it.
+    let t1 = t + Duration::from_millis(50);
+    let mut junk = [0x5au8; INITIATION_LEN];
+    junk[..4].copy_from_slice(&[2, 1, 0, 0]);
+    for _ in 0..50 {
+        assert_eq!(deliver(&mut b, t1, A_ADDR, &junk), Err(Rejected::BadMac1));
+    }
+    // b is under load (5 initiations in this second): a's copy gets a cookie.
+    let Ok(Got::Reply(cookie)) = deliver(&mut b, t1, A_ADDR, &init) else {
+        panic!("no cookie reply");
+    };
+    assert_eq!(cookie.len(), COOKIE_REPLY_LEN);
+    // a's own budget is used up by strangers too: the cookie reply still gets in.
+    let _ = strangers(&mut a, t1, 20, 3);
+    assert_eq!(deliver(&mut a, t1, B_ADDR, &cookie), Ok(Got::Cookie));
+    // At the retry both are flooded again; a's initiation carries mac2 and gets through.
+    let t2 = t + Duration::from_millis(5400);
+    assert!(strangers(&mut b, t2, 30, 5).contains(&Err(Rejected::FloodDropped)));
+    assert!(strangers(&mut a, t2, 40, 5).contains(&Err(Rejected::FloodDropped)));
+    let Some((TransmitKind::Initiation, init2)) = transmit(&mut a, t2) else {
+        panic!("no retry");
+    };
+    let Ok(Got::Reply(resp)) = deliver(&mut b, t2, A_ADDR, &init2) else {
+        panic!("the proven initiation was not answered");
+    };
+    assert_eq!(resp.len(), RESPONSE_LEN);
+    assert!(matches!(
+        deliver(&mut a, t2, B_ADDR, &resp),
+        Ok(Got::Established(_))
+    ));
+    assert!(a.counters().handshake_flood_dropped >= 1);
+}
+
 /// No answer before authentication is larger than what caused it, whatever comes in.
 #[test]
 fn no_amplification() {

@@ -9,7 +9,7 @@ use super::envelope::{
 };
 use super::handshake::{self, HandshakeError};
 use super::keys::{PresharedKey, PrivateKey, PublicKey};
-use super::ratelimit::{LoadMeter, RateLimiter, DEFAULT_TABLE_SIZE};
+use super::ratelimit::{Budget, LoadMeter, RateLimiter, DEFAULT_TABLE_SIZE};
 use super::replay::{ReplayVerdict, REJECT_AFTER_MESSAGES};
 use super::rng::Rng;
 use super::session::{Session, SessionId};
@@ -43,6 +43,11 @@ pub struct TunnelConfig {
     pub under_load_threshold: u32,
     /// Sources the per-source rate limiter tracks at most. Default 4096.
     pub rate_limit_table_size: usize,
+    /// Initiations without a valid mac2 (from any number of sources) the responder works
+    /// on per second, burst a tenth of that; more are dropped after the mac1 check
+    /// (`handshake_flood_dropped`). This bounds the work a flood takes from the data
+    /// path, as WireGuard's bounded handshake queue does. Default 1000.
+    pub handshake_budget: u32,
 }
 
 impl TunnelConfig {
@@ -57,6 +62,7 @@ impl TunnelConfig {
             seed,
             under_load_threshold: 100,
             rate_limit_table_size: DEFAULT_TABLE_SIZE,
+            handshake_budget: 1000,
         }
     }
 }
@@ -71,6 +77,7 @@ impl core::fmt::Debug for TunnelConfig {
             .field("unix_micros_at_zero", &self.unix_micros_at_zero)
             .field("under_load_threshold", &self.under_load_threshold)
             .field("rate_limit_table_size", &self.rate_limit_table_size)
+            .field("handshake_budget", &self.handshake_budget)
             .finish_non_exhaustive()
     }
 }
@@ -259,6 +266,9 @@ rejects! {
     HandshakeCollision => handshake_collision,
     /// Cookie reply that did not decrypt.
     BadCookie => bad_cookie,
+    /// Initiation (valid mac1, no valid mac2) beyond [`TunnelConfig::handshake_budget`]:
+    /// dropped without a DH or a cookie reply.
+    FloodDropped => handshake_flood_dropped,
 }
 
 impl core::fmt::Display for Rejected {
@@ -291,6 +301,7 @@ pub struct Tunnel {
     peer_macs: MacKeys,
     limiter: RateLimiter,
     load: LoadMeter,
+    budget: Budget,
 
     /// Confirmed; sends and receives.
     current: Option<Session>,
@@ -341,6 +352,7 @@ impl Tunnel {
             peer_macs: MacKeys::new(&config.peer_public_key),
             limiter: RateLimiter::new(config.rate_limit_table_size),
             load: LoadMeter::new(config.under_load_threshold),
+            budget: Budget::new(config.handshake_budget, config.handshake_budget / 10),
             local_public,
             current: None,
             previous: None,
@@ -463,8 +475,10 @@ impl Tunnel {
     /// Process one datagram that arrived from `src`, in place. Every refusal is counted
     /// under [`Rejected::name`]. Transport datagrams are checked, in order: version,
     /// length, kind, receiver index, expiry, replay window (before decrypting), tag; only
-    /// then is the counter marked. Handshake messages: length, mac1 (before any state,
-    /// allocation or DH), load/cookie, per-source rate limit, then Noise.
+    /// then is the counter marked. Handshake messages: length, then mac1 (initiations,
+    /// before any state, allocation, budget token or DH) or the pending handshake's index
+    /// (responses, cookie replies); for initiations then the budget (unless mac2 is
+    /// valid), load/cookie, per-source rate limit, then Noise.
     pub fn open<'a>(
         &mut self,
         now: Instant,
@@ -615,7 +629,14 @@ impl Tunnel {
             return Err(Rejected::BadMac1);
         }
         let under_load = self.load.record(now);
-        if under_load && !self.checker.check_mac2(now, src, datagram, &mut self.rng) {
+        // A valid mac2 proves the source receives at its address (it holds our cookie):
+        // such an initiation is not dropped for the budget. Without a cookie mac2 is zeros.
+        let proven = datagram.get(INITIATION_LEN - MAC_LEN..) != Some(&[0u8; MAC_LEN][..])
+            && self.checker.check_mac2(now, src, datagram, &mut self.rng);
+        if !proven && !self.budget.take(now) {
+            return Err(Rejected::FloodDropped);
+        }
+        if under_load && !proven {
             let n = self.checker.write_reply(now, src, datagram, &mut self.rng);
             if n != COOKIE_REPLY_LEN {
                 return Err(Rejected::Malformed);
