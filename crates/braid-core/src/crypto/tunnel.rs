@@ -192,6 +192,9 @@ macro_rules! rejects {
             pub cookies_received: u64,
             /// Handshake attempts abandoned after [`REKEY_ATTEMPT_TIME`].
             pub handshake_timeouts: u64,
+            /// Peer initiations that arrived while ours was unanswered (both answered;
+            /// see `on_initiation`).
+            pub handshake_collisions: u64,
         }
 
         impl Counters {
@@ -221,6 +224,7 @@ macro_rules! rejects {
                     ("cookie_replies_sent", self.cookie_replies_sent),
                     ("cookies_received", self.cookies_received),
                     ("handshake_timeouts", self.handshake_timeouts),
+                    ("handshake_collisions", self.handshake_collisions),
                 ]
                 .into_iter()
             }
@@ -261,9 +265,6 @@ rejects! {
     UnknownPeer => unknown_peer,
     /// Initiation whose timestamp is not newer than the last accepted one (a replay).
     HandshakeTooOld => handshake_too_old,
-    /// Peer's initiation crossed ours and our public key is lower: ours wins, theirs is
-    /// dropped (the peer answers ours).
-    HandshakeCollision => handshake_collision,
     /// Cookie reply that did not decrypt.
     BadCookie => bad_cookie,
     /// Initiation (valid mac1, no valid mac2) beyond [`TunnelConfig::handshake_budget`]:
@@ -278,9 +279,6 @@ impl core::fmt::Display for Rejected {
 }
 
 impl std::error::Error for Rejected {}
-
-/// Peer initiations the collision winner drops in a row before it yields.
-const MAX_COLLISIONS: u32 = 2;
 
 /// Our handshake in flight.
 struct Pending {
@@ -319,8 +317,6 @@ pub struct Tunnel {
     keepalive_due: bool,
     /// Cookie from the peer's cookie reply, with when it arrived.
     cookie: Option<([u8; MAC_LEN], Instant)>,
-    /// Peer initiations dropped by the collision rule since the last new session.
-    collisions_in_row: u32,
     /// Newest initiation timestamp accepted from the peer.
     last_timestamp: [u8; envelope::TIMESTAMP_LEN],
 
@@ -363,7 +359,6 @@ impl Tunnel {
             keepalive_due: false,
             cookie: None,
             last_timestamp: [0; envelope::TIMESTAMP_LEN],
-            collisions_in_row: 0,
             counters: Counters::default(),
             config,
         }
@@ -662,19 +657,18 @@ impl Tunnel {
             return Err(Rejected::HandshakeTooOld);
         }
         if self.pending.is_some() {
-            // Both sides initiated. The lower public key's initiation wins, unless ours
-            // keep failing at the peer (e.g. it refuses our timestamps after our clock
-            // went back): after MAX_COLLISIONS in a row we yield.
-            if self.local_public < self.config.peer_public_key
-                && self.collisions_in_row < MAX_COLLISIONS
-            {
-                self.collisions_in_row += 1;
-                return Err(Rejected::HandshakeCollision);
+            // Both sides initiated (both ends started at once, say). Both answer, so
+            // whichever initiation got through completes in one round trip; the higher
+            // public key also abandons its own, so that when both got through only the
+            // lower key's makes a session (its answer to ours names a handshake we no
+            // longer have). The lower key keeps its own: it may have been lost (the peer
+            // was not up yet), and then our answer is what completes.
+            self.counters.handshake_collisions += 1;
+            if self.local_public > self.config.peer_public_key {
+                self.pending = None;
+                self.wanted_until = None;
             }
-            self.pending = None;
-            self.wanted_until = None;
         }
-        self.collisions_in_row = 0;
         self.last_timestamp = read.timestamp;
         let local_index = self.fresh_index();
         let mut out = [0u8; RESPONSE_LEN];
@@ -755,7 +749,6 @@ impl Tunnel {
             self.previous = old;
         }
         self.wanted_until = None;
-        self.collisions_in_row = 0;
         self.keepalive_due = true;
         self.counters.handshakes_completed += 1;
         self.counters.sessions_created += 1;
