@@ -748,18 +748,40 @@ fn bad_mac1_is_dropped_before_any_work() {
     );
 }
 
+/// Under load, initiations with a valid mac2 are rate-limited per source address (20 a
+/// second, burst 5); another address is unaffected.
 #[test]
-fn initiations_are_rate_limited_per_source() {
-    let (_, mut b) = pair();
-    let t = at(1000);
-    // Five strangers who know B's public key, all from one address: each costs B a DH
-    // (and is refused as an unknown peer) until the bucket is empty.
+fn under_load_proven_initiations_are_rate_limited_per_source() {
+    let (_, b) = pair();
+    let me = b_peer_byte(&b);
+    let mut cb = config(3 - me, me);
+    cb.under_load_threshold = 1;
+    let mut b = Tunnel::new(cb);
     let peer_b = b.local_public_key();
+    let t = at(1000);
+    // Seven strangers who know B's public key, on seven ports of one address, each get
+    // a cookie (B is under load from the second initiation on)...
+    let mut strangers: Vec<Tunnel> = (10..17u8)
+        .map(|k| Tunnel::new(TunnelConfig::new(key(k), peer_b, [k; 32])))
+        .collect();
+    let src = |k: usize| format!("203.0.113.7:{}", 9000 + k);
+    for (k, s) in strangers.iter_mut().enumerate() {
+        let init = initiation(s, t);
+        if let Ok(Got::Reply(c)) = deliver(&mut b, t, &src(k), &init) {
+            assert_eq!(c.len(), COOKIE_REPLY_LEN);
+            assert_eq!(deliver(s, t, B_ADDR, &c), Ok(Got::Cookie));
+        }
+    }
+    // ...and retry with mac2 while B is still under load: each costs B a DH (and is
+    // refused as an unknown peer) until the address's bucket is empty.
+    let t2 = t + Duration::from_millis(5400);
+    let _ = strangers_at(&mut b, t2, 60, 2);
     let mut results = Vec::new();
-    for k in 10..17u8 {
-        let mut s = Tunnel::new(TunnelConfig::new(key(k), peer_b, [k; 32]));
-        let init = initiation(&mut s, t);
-        results.push(deliver(&mut b, t, "203.0.113.7:9", &init));
+    for (k, s) in strangers.iter_mut().enumerate().skip(1) {
+        let Some((TransmitKind::Initiation, init)) = transmit(s, t2) else {
+            panic!("no retry");
+        };
+        results.push(deliver(&mut b, t2, &src(k), &init));
     }
     let refused: Vec<_> = results.iter().map(|r| r.as_ref().err().copied()).collect();
     assert_eq!(
@@ -771,17 +793,44 @@ fn initiations_are_rate_limited_per_source() {
             Some(Rejected::UnknownPeer),
             Some(Rejected::UnknownPeer),
             Some(Rejected::RateLimited),
-            Some(Rejected::RateLimited),
         ]
     );
-    // The real peer from another address is unaffected.
-    let mut a = real_peer_of(&b);
+    assert_eq!(b.counters().rate_limited, 1);
+}
+
+/// Review L1: below the load threshold nothing is rate-limited, so a spoofer who knows
+/// B's public key and sends 90 initiations a second from A's address (B's bucket for that
+/// address would refill at only 20 a second) does not keep A from getting a session.
+#[test]
+fn spoofed_initiations_below_the_load_threshold_do_not_starve_the_peer() {
+    let (mut a, mut b) = pair();
+    let peer_b = b.local_public_key();
+    let spoofed: Vec<Vec<u8>> = (20..23u8)
+        .map(|k| {
+            initiation(
+                &mut Tunnel::new(TunnelConfig::new(key(k), peer_b, [k; 32])),
+                at(0),
+            )
+        })
+        .collect();
+    let a_ip_other_port = "192.0.2.1:5999";
+    let t0 = at(1000);
+    for i in 0..90u64 {
+        let t = t0 + Duration::from_micros(i * 11_111);
+        let _ = deliver(&mut b, t, a_ip_other_port, &spoofed[i as usize % 3]);
+    }
+    // A's initiation right after the last spoofed one (as likely as any other moment).
+    let t = t0 + Duration::from_micros(89 * 11_111);
     let init = initiation(&mut a, t);
+    let Ok(Got::Reply(resp)) = deliver(&mut b, t, A_ADDR, &init) else {
+        panic!("the real peer was refused");
+    };
     assert!(matches!(
-        deliver(&mut b, t, A_ADDR, &init),
-        Ok(Got::Reply(_))
+        deliver(&mut a, t, B_ADDR, &resp),
+        Ok(Got::Established(_))
     ));
-    assert_eq!(b.counters().rate_limited, 2);
+    assert_eq!(b.counters().rate_limited, 0);
+    assert_eq!(b.counters().unknown_peer, 90);
 }
 
 /// The key byte of `t`'s peer in [`pair`] (1 or 2).
@@ -861,7 +910,7 @@ fn under_load_the_responder_answers_with_a_cookie_and_the_peer_gets_through() {
 
 /// `n` initiations to `to` from strangers (valid mac1, unknown keys), each from its own
 /// address, delivered at `t`; the results.
-fn strangers(to: &mut Tunnel, t: Instant, first_key: u8, n: u8) -> Vec<Result<Got, Rejected>> {
+fn strangers_at(to: &mut Tunnel, t: Instant, first_key: u8, n: u8) -> Vec<Result<Got, Rejected>> {
     let peer = to.local_public_key();
     (first_key..first_key + n)
         .map(|k| {
@@ -888,7 +937,7 @@ fn budget_spares_replies_to_our_handshake_and_proven_initiations() {
     let (mut a, mut b) = (budgeted(3 - me), budgeted(me));
     let t = at(1000);
     // Two strangers use up b's budget; the third is dropped unread, and so is a's.
-    let r = strangers(&mut b, t, 10, 3);
+    let r = strangers_at(&mut b, t, 10, 3);
     assert_eq!(r[2], Err(Rejected::FloodDropped));
     let init = initiation(&mut a, t);
     assert_eq!(
@@ -908,12 +957,12 @@ fn budget_spares_replies_to_our_handshake_and_proven_initiations() {
     };
     assert_eq!(cookie.len(), COOKIE_REPLY_LEN);
     // a's own budget is used up by strangers too: the cookie reply still gets in.
-    let _ = strangers(&mut a, t1, 20, 3);
+    let _ = strangers_at(&mut a, t1, 20, 3);
     assert_eq!(deliver(&mut a, t1, B_ADDR, &cookie), Ok(Got::Cookie));
     // At the retry both are flooded again; a's initiation carries mac2 and gets through.
     let t2 = t + Duration::from_millis(5400);
-    assert!(strangers(&mut b, t2, 30, 5).contains(&Err(Rejected::FloodDropped)));
-    assert!(strangers(&mut a, t2, 40, 5).contains(&Err(Rejected::FloodDropped)));
+    assert!(strangers_at(&mut b, t2, 30, 5).contains(&Err(Rejected::FloodDropped)));
+    assert!(strangers_at(&mut a, t2, 40, 5).contains(&Err(Rejected::FloodDropped)));
     let Some((TransmitKind::Initiation, init2)) = transmit(&mut a, t2) else {
         panic!("no retry");
     };
