@@ -13,8 +13,8 @@
 //! - **Roaming**: a path's peer address follows authenticated datagrams only: when one
 //!   arrives from a new source, `incoming` updates the path's remote address.
 //! - **Handshakes**: initiations and keepalives from [`Sealer::poll_transmit`] go out on
-//!   every path with an open socket (an initiation is 148 bytes; the peer answers the first
-//!   copy and refuses the rest as `handshake_too_old`). The first handshake starts at once.
+//!   every path with an open socket (an initiation is 148 bytes; the peer answers every
+//!   copy, on its own path, with the same response). The first handshake starts at once.
 //! - `encryption = "none"`: datagrams pass unchanged, and only datagrams from the path's
 //!   configured remote address are accepted (`unknown_source`), as the connected sockets
 //!   of earlier versions did.

@@ -138,8 +138,8 @@ pub struct Transmit {
 }
 
 /// What [`Transmit`] carries. Either may go on any live path; an initiation may be sent
-/// on several at once (the responder answers the first copy and refuses the others as
-/// `handshake_too_old`).
+/// on several at once (the responder answers the first copy and sends the same response
+/// again, without a DH, for each other copy, on that copy's path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransmitKind {
     /// A handshake initiation ([`envelope::INITIATION_LEN`] bytes).
@@ -192,6 +192,8 @@ macro_rules! rejects {
             pub cookies_received: u64,
             /// Handshake attempts abandoned after [`REKEY_ATTEMPT_TIME`].
             pub handshake_timeouts: u64,
+            /// Responses sent again for another copy of an initiation already answered.
+            pub responses_resent: u64,
             /// Peer initiations that arrived while ours was unanswered (both answered;
             /// see `on_initiation`).
             pub handshake_collisions: u64,
@@ -224,6 +226,7 @@ macro_rules! rejects {
                     ("cookie_replies_sent", self.cookie_replies_sent),
                     ("cookies_received", self.cookies_received),
                     ("handshake_timeouts", self.handshake_timeouts),
+                    ("responses_resent", self.responses_resent),
                     ("handshake_collisions", self.handshake_collisions),
                 ]
                 .into_iter()
@@ -270,6 +273,9 @@ rejects! {
     /// Initiation (valid mac1, no valid mac2) beyond [`TunnelConfig::handshake_budget`]:
     /// dropped without a DH or a cookie reply.
     FloodDropped => handshake_flood_dropped,
+    /// The response that completed our last handshake, again: the answer to another copy
+    /// of our initiation (sent on another path). Harmless.
+    DuplicateResponse => duplicate_response,
 }
 
 impl core::fmt::Display for Rejected {
@@ -279,6 +285,18 @@ impl core::fmt::Display for Rejected {
 }
 
 impl std::error::Error for Rejected {}
+
+/// Copies of one initiation answered again, at most (a bond has at most 64 paths).
+const MAX_RESENDS: u8 = 64;
+
+/// The last initiation we answered (up to and with mac1: mac2 depends on the source),
+/// and our response, to send again for each copy that arrives on another path.
+struct Answered {
+    initiation: [u8; INITIATION_LEN - MAC_LEN],
+    response: [u8; RESPONSE_LEN],
+    at: Instant,
+    resent: u8,
+}
 
 /// Our handshake in flight.
 struct Pending {
@@ -319,6 +337,11 @@ pub struct Tunnel {
     cookie: Option<([u8; MAC_LEN], Instant)>,
     /// Newest initiation timestamp accepted from the peer.
     last_timestamp: [u8; envelope::TIMESTAMP_LEN],
+    /// Our answer to the last accepted initiation, until the session it made is
+    /// confirmed or [`REKEY_TIMEOUT`] has passed.
+    answered: Option<Answered>,
+    /// The response that completed our last handshake as initiator.
+    completed: Option<[u8; RESPONSE_LEN]>,
 
     counters: Counters,
 }
@@ -359,6 +382,8 @@ impl Tunnel {
             keepalive_due: false,
             cookie: None,
             last_timestamp: [0; envelope::TIMESTAMP_LEN],
+            answered: None,
+            completed: None,
             counters: Counters::default(),
             config,
         }
@@ -589,6 +614,7 @@ impl Tunnel {
             // A handshake we started meanwhile is no longer needed.
             self.pending = None;
             self.wanted_until = None;
+            self.answered = None;
         }
     }
 
@@ -619,6 +645,10 @@ impl Tunnel {
         }
         if datagram.len() > INITIATION_LEN {
             return Err(Rejected::Malformed);
+        }
+        if self.resend(now, datagram) {
+            let d: &'a [u8] = datagram;
+            return Ok(Opened::Reply(d.get(..RESPONSE_LEN).unwrap_or(&[])));
         }
         if !self.checker.keys().check_mac1(datagram) {
             return Err(Rejected::BadMac1);
@@ -695,12 +725,48 @@ impl Tunnel {
         ));
         self.counters.sessions_created += 1;
         self.counters.responses_sent += 1;
+        let mut initiation = [0u8; INITIATION_LEN - MAC_LEN];
+        initiation.copy_from_slice(
+            datagram
+                .get(..INITIATION_LEN - MAC_LEN)
+                .unwrap_or(&[0u8; INITIATION_LEN - MAC_LEN]),
+        );
+        self.answered = Some(Answered {
+            initiation,
+            response: out,
+            at: now,
+            resent: 0,
+        });
         let reply = datagram
             .get_mut(..RESPONSE_LEN)
             .ok_or(Rejected::Truncated)?;
         reply.copy_from_slice(&out);
         let d: &'a [u8] = reply;
         Ok(Opened::Reply(d))
+    }
+
+    /// Another copy of the initiation we answered last (the initiator sends one on every
+    /// path): our response again, written over it, with no DH, so that a path that works
+    /// in one direction only cannot keep the handshake from completing (review L2). Equal
+    /// bytes up to mac1 mean mac1 is valid too. Bounded in time and count. Returns
+    /// whether the response was written at the start of `datagram`.
+    fn resend(&mut self, now: Instant, datagram: &mut [u8]) -> bool {
+        let Some(a) = self.answered.as_mut() else {
+            return false;
+        };
+        if datagram.get(..INITIATION_LEN - MAC_LEN) != Some(&a.initiation[..])
+            || now.saturating_since(a.at) >= REKEY_TIMEOUT
+            || a.resent >= MAX_RESENDS
+        {
+            return false;
+        }
+        let Some(reply) = datagram.get_mut(..RESPONSE_LEN) else {
+            return false;
+        };
+        reply.copy_from_slice(&a.response);
+        a.resent += 1;
+        self.counters.responses_resent += 1;
+        true
     }
 
     fn on_response<'a>(
@@ -716,6 +782,9 @@ impl Tunnel {
         }
         let receiver = envelope::read_u32(datagram, 4);
         if self.pending.as_ref().map(|p| p.sender_index) != Some(receiver) {
+            if self.completed.is_some_and(|c| c[..] == datagram[..]) {
+                return Err(Rejected::DuplicateResponse);
+            }
             return Err(Rejected::UnknownReceiverIndex);
         }
         if !self.checker.keys().check_mac1(datagram) {
@@ -739,6 +808,7 @@ impl Tunnel {
         };
         let sender_index = p.sender_index;
         self.pending = None;
+        self.completed = datagram.get(..RESPONSE_LEN).and_then(|d| d.try_into().ok());
         let remote_index = envelope::read_u32(datagram, 8);
         let session = Session::new(
             sender_index,
