@@ -398,6 +398,21 @@ fn nat_rebinding_keeps_the_path() {
     let (topo, f, d) = bring_up(true, "").expect("bring up");
     let f = f.expect("forwarder");
     lock(&f.state).rebind = true;
+    let t0 = now();
+    // a's probes now come to b from port 7102 and b's answers to 7101 are lost: b moves
+    // the path once 7101 has been silent for the dead time (300 ms) and 7102 goes on.
+    let moved = loop {
+        let sb = d.status_b().expect("status");
+        if sb["io"][0]["remote"].as_str() == Some(FWD_B_MOVED) {
+            break now() - t0;
+        }
+        assert!(now() - t0 < Duration::from_secs(10), "never moved: {sb}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!(
+        "NAT rebinding: path moved {:.2} s after the rebind",
+        moved.as_secs_f64()
+    );
     // Traffic from a now comes to b from port 7102; b follows and answers there.
     let (sent, got) = tcp_flow(&topo, 5303, 2.0, 2_000_000).expect("flow after rebinding");
     assert_eq!(sent, got);
@@ -405,6 +420,31 @@ fn nat_rebinding_keeps_the_path() {
     assert_eq!(sb["io"][0]["remote"].as_str(), Some(FWD_B_MOVED), "{sb}");
     assert!(counter(&sb, &["encryption", "counters", "roamed"]) >= 1);
     assert_eq!(sb["status"]["paths"][0]["state"].as_str(), Some("up"));
+}
+
+/// A server whose `remote` is wrong (a NATed client's port is not known in advance): the
+/// client's handshake and probes find it, and the path moves on the second authenticated
+/// datagram from the client's real address (the configured one was never heard from).
+/// Prints how long the path took to come up (6 s in the first-use review).
+#[test]
+fn wrong_remote_is_found_by_roaming() {
+    let Some(_g) = netns_or_skip("wrong_remote_is_found_by_roaming") else {
+        return;
+    };
+    let topo = Topology::new(1).expect("topology");
+    let (ca, cb) = configs(B_PATH, "10.201.0.1:9999", "");
+    let mut d = Daemons::start(BRAID.as_ref(), &topo, "natted", &ca, &cb).expect("start");
+    d.wait_paths_up(&["p0"], Duration::from_secs(20))
+        .expect("path up");
+    let up = now() - d.started;
+    let sb = d.status_b().expect("status");
+    eprintln!(
+        "wrong remote: path up after {:.2} s, remote {}",
+        up.as_secs_f64(),
+        sb["io"][0]["remote"]
+    );
+    assert_eq!(sb["io"][0]["remote"].as_str(), Some(A_PATH), "{sb}");
+    assert_eq!(counter(&sb, &["encryption", "counters", "roamed"]), 1);
 }
 
 #[test]
