@@ -412,6 +412,12 @@ impl Tunnel {
             .map(Session::id)
     }
 
+    /// The sender index of our handshake in flight (the initiation sent last and not yet
+    /// answered, abandoned or timed out), if any.
+    pub fn pending_handshake(&self) -> Option<u32> {
+        self.pending.as_ref().map(|p| p.sender_index)
+    }
+
     /// Whether a session can send at `now`.
     pub fn is_established(&self, now: Instant) -> bool {
         self.current_session(now).is_some()
