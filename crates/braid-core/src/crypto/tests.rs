@@ -780,6 +780,79 @@ fn replayed_initiations_are_too_old() {
     assert_eq!(b.counters().handshake_too_old, 2);
 }
 
+/// Review L3: initiations the peer sent before our restart, recorded and replayed after
+/// it in timestamp order, are accepted once each (our memory of the last timestamp went
+/// with the restart). They are answered, but they no longer make us give up our own
+/// handshake (as the higher key would for a crossing initiation) nor hold it back for
+/// 5 s waiting for a confirmation that never comes: the bond is up in one round trip.
+#[test]
+fn initiations_recorded_before_our_restart_do_not_hold_the_handshake() {
+    let (_, hi) = pair();
+    let lo_byte = b_peer_byte(&hi);
+    // b is the higher key: the one that gives up its own handshake for a crossing one.
+    let (a_byte, b_byte) = (lo_byte, 3 - lo_byte);
+    let hour = 3_600_000_000u64;
+    let recorded: Vec<Vec<u8>> = (1..=5u64)
+        .rev()
+        .map(|h| {
+            let mut c = config(a_byte, b_byte);
+            c.unix_micros_at_zero -= h * hour;
+            initiation(&mut Tunnel::new(c), at(0))
+        })
+        .collect();
+    let mut a = Tunnel::new(config(a_byte, b_byte));
+    let mut b = Tunnel::new(config(b_byte, a_byte));
+    assert!(b.local_public_key() > a.local_public_key());
+    let t = at(1000);
+    // b starts and initiates; a replay reaches it before the answer.
+    let init_b = initiation(&mut b, t);
+    let pending = b.pending_handshake();
+    assert!(matches!(
+        deliver(&mut b, t, A_ADDR, &recorded[0]),
+        Ok(Got::Reply(_))
+    ));
+    assert_eq!(
+        b.pending_handshake(),
+        pending,
+        "b gave up its own handshake"
+    );
+    let Ok(Got::Reply(resp)) = deliver(&mut a, t, B_ADDR, &init_b) else {
+        panic!("a did not answer");
+    };
+    assert!(matches!(
+        deliver(&mut b, t, A_ADDR, &resp),
+        Ok(Got::Established(_))
+    ));
+    let Some((TransmitKind::Keepalive, ka)) = transmit(&mut b, t) else {
+        panic!("no keepalive");
+    };
+    assert!(matches!(deliver(&mut a, t, B_ADDR, &ka), Ok(Got::Data(..))));
+    // The other recordings, in order, are answered and change nothing that works.
+    for r in &recorded[1..] {
+        assert!(matches!(deliver(&mut b, t, A_ADDR, r), Ok(Got::Reply(_))));
+    }
+    for seq in 0..3 {
+        let d = data(&mut b, t, seq);
+        assert_eq!(opened_seq(deliver(&mut a, t, B_ADDR, &d)), Some(seq));
+        let d = data(&mut a, t, seq);
+        assert_eq!(opened_seq(deliver(&mut b, t, A_ADDR, &d)), Some(seq));
+    }
+    assert_eq!(b.counters().stale_initiations, 5);
+
+    // A replay that arrives before b has initiated at all does not make b wait for a
+    // confirmation either: b's first send asks for a handshake at once.
+    let mut b = Tunnel::new(config(b_byte, a_byte));
+    assert!(matches!(
+        deliver(&mut b, t, A_ADDR, &recorded[0]),
+        Ok(Got::Reply(_))
+    ));
+    assert_eq!(seal(&mut b, t, b"x"), Err(SealError::NoSession));
+    assert!(matches!(
+        transmit(&mut b, t),
+        Some((TransmitKind::Initiation, _))
+    ));
+}
+
 #[test]
 fn bad_mac1_is_dropped_before_any_work() {
     let (mut a, mut b) = pair();

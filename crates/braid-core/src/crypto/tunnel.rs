@@ -194,6 +194,10 @@ macro_rules! rejects {
             pub handshake_timeouts: u64,
             /// Responses sent again for another copy of an initiation already answered.
             pub responses_resent: u64,
+            /// Initiations stamped before we started (a replay recorded before our
+            /// restart, or a peer whose clock is behind): answered, but they neither end
+            /// our own handshake nor delay it.
+            pub stale_initiations: u64,
             /// Peer initiations that arrived while ours was unanswered (both answered;
             /// see `on_initiation`).
             pub handshake_collisions: u64,
@@ -227,6 +231,7 @@ macro_rules! rejects {
                     ("cookies_received", self.cookies_received),
                     ("handshake_timeouts", self.handshake_timeouts),
                     ("responses_resent", self.responses_resent),
+                    ("stale_initiations", self.stale_initiations),
                     ("handshake_collisions", self.handshake_collisions),
                 ]
                 .into_iter()
@@ -286,6 +291,10 @@ impl core::fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
+/// How far before our start an initiation's timestamp may be and still count as sent
+/// after it (clocks of the two peers may differ by this much).
+const CLOCK_SKEW: Duration = Duration::from_secs(60);
+
 /// Copies of one initiation answered again, at most (a bond has at most 64 paths).
 const MAX_RESENDS: u8 = 64;
 
@@ -337,6 +346,11 @@ pub struct Tunnel {
     cookie: Option<([u8; MAC_LEN], Instant)>,
     /// Newest initiation timestamp accepted from the peer.
     last_timestamp: [u8; envelope::TIMESTAMP_LEN],
+    /// Initiations stamped before this are stale: our start less [`CLOCK_SKEW`].
+    stale_before: [u8; envelope::TIMESTAMP_LEN],
+    /// We answered a (fresh) initiation: no handshake of our own until then, unless
+    /// its session is confirmed first.
+    hold_until: Option<Instant>,
     /// Our answer to the last accepted initiation, until the session it made is
     /// confirmed or [`REKEY_TIMEOUT`] has passed.
     answered: Option<Answered>,
@@ -382,6 +396,12 @@ impl Tunnel {
             keepalive_due: false,
             cookie: None,
             last_timestamp: [0; envelope::TIMESTAMP_LEN],
+            stale_before: handshake::tai64n(
+                config
+                    .unix_micros_at_zero
+                    .saturating_sub(CLOCK_SKEW.as_micros() as u64),
+            ),
+            hold_until: None,
             answered: None,
             completed: None,
             counters: Counters::default(),
@@ -457,11 +477,9 @@ impl Tunnel {
             return Err(SealError::BufferTooSmall);
         }
         let Some(s) = self.current.as_mut().filter(|s| Self::can_send(s, now)) else {
-            // A fresh responder session means the peer's confirmation is on its way.
-            let confirming = self
-                .next
-                .as_ref()
-                .is_some_and(|n| now.saturating_since(n.created) < REKEY_TIMEOUT);
+            // A responder session made for a fresh initiation means the peer's
+            // confirmation is on its way (a stale one's may never come: review L3).
+            let confirming = self.next.is_some() && self.hold_until.is_some_and(|t| now < t);
             if !confirming {
                 self.want_handshake(now);
             }
@@ -697,6 +715,11 @@ impl Tunnel {
         if read.timestamp <= self.last_timestamp {
             return Err(Rejected::HandshakeTooOld);
         }
+        // Stamped before we started: a replay of an initiation recorded before our
+        // restart (our memory of timestamps went with it), or a peer whose clock is
+        // behind ours. Answered, since the peer may be real, but it neither ends our own
+        // handshake nor holds it back (review L3).
+        let stale = read.timestamp < self.stale_before;
         if self.pending.is_some() {
             // Both sides initiated (both ends started at once, say). Both answer, so
             // whichever initiation got through completes in one round trip; the higher
@@ -705,10 +728,15 @@ impl Tunnel {
             // longer have). The lower key keeps its own: it may have been lost (the peer
             // was not up yet), and then our answer is what completes.
             self.counters.handshake_collisions += 1;
-            if self.local_public > self.config.peer_public_key {
+            if self.local_public > self.config.peer_public_key && !stale {
                 self.pending = None;
                 self.wanted_until = None;
             }
+        }
+        if stale {
+            self.counters.stale_initiations += 1;
+        } else {
+            self.hold_until = Some(now + REKEY_TIMEOUT);
         }
         self.last_timestamp = read.timestamp;
         let local_index = self.fresh_index();
