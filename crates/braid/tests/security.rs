@@ -514,6 +514,102 @@ fn handshake_flood_leaves_throughput() {
     assert!(refused > 0, "{e}");
 }
 
+/// Review H1 in the real daemon: junk handshake datagrams (`2, 1` and `2, 2`, of the
+/// handshake lengths and not, no valid mac1 or index) at about 20 000 a second to b's path
+/// port, from many source ports, while both ends rekey every second (`rekey_after_s = 1`,
+/// so a new session about every 5 s): sessions keep being made through the flood. (Before,
+/// every such datagram took a token of the 1000/s handshake budget before any check, and
+/// the real handshakes got one only by chance.)
+#[test]
+fn junk_flood_does_not_stop_rekeying() {
+    let Some(_g) = netns_or_skip("junk_flood_does_not_stop_rekeying") else {
+        return;
+    };
+    let (topo, _f, d) = bring_up(false, "rekey_after_s = 1").expect("bring up");
+    let sessions = |d: &Daemons| {
+        counter(
+            &d.status_b().expect("status"),
+            &["encryption", "events", "sessions_created"],
+        )
+    };
+    let before = sessions(&d);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sp = stop.clone();
+    let flood = netns::spawn_in_netns(&topo.ns_b, move || -> Result<u64> {
+        let socks: Vec<UdpSocket> = (0..16)
+            .map(|_| UdpSocket::bind("0.0.0.0:0"))
+            .collect::<std::io::Result<_>>()?;
+        let junk: Vec<Vec<u8>> = [2usize, 148, 92, 64, 148, 92]
+            .iter()
+            .enumerate()
+            .map(|(k, &len)| {
+                let mut v: Vec<u8> = (0..len).map(|i| (i * 7 + k) as u8).collect();
+                v[0] = 2;
+                v[1] = if k % 2 == 0 { 1 } else { 2 };
+                if len > 4 {
+                    v[2] = 0;
+                    v[3] = 0;
+                }
+                v
+            })
+            .collect();
+        let (mut n, mut sent, t0) = (0u64, 0u64, now());
+        while !sp.load(Ordering::Relaxed) {
+            // 20 datagrams a millisecond, paced.
+            for _ in 0..20 {
+                let i = n as usize;
+                n += 1;
+                if socks[i % socks.len()]
+                    .send_to(&junk[i % junk.len()], addr(B_PATH))
+                    .is_ok()
+                {
+                    sent += 1;
+                }
+            }
+            let due = Duration::from_micros(n * 50);
+            let el = now() - t0;
+            if due > el {
+                std::thread::sleep(due - el);
+            }
+        }
+        Ok(sent)
+    })
+    .expect("flooder");
+    let t0 = now();
+    std::thread::sleep(Duration::from_secs(11));
+    let after = sessions(&d);
+    stop.store(true, Ordering::Relaxed);
+    let sent = flood
+        .join()
+        .map_err(|_| anyhow::anyhow!("flooder panicked"))
+        .and_then(|r| r)
+        .expect("flood");
+    let secs = (now() - t0).as_secs_f64();
+    let sb = d.status_b().expect("status");
+    let e = &sb["encryption"];
+    eprintln!(
+        "junk flood: {sent} datagrams in {secs:.1} s ({:.0}/s); sessions {before} -> {after}; bad_mac1 {}, unknown_receiver_index {}, handshake_flood_dropped {}; {}",
+        sent as f64 / secs,
+        e["rejected"]["bad_mac1"],
+        e["rejected"]["unknown_receiver_index"],
+        e["counters"]["handshake_flood_dropped"],
+        e["rejected"],
+    );
+    assert!(
+        sent as f64 / secs > 10_000.0,
+        "a real flood: {sent} in {secs:.1} s"
+    );
+    assert!(
+        after >= before + 2,
+        "sessions {before} -> {after} under the flood"
+    );
+    assert_eq!(
+        counter(&sb, &["encryption", "counters", "handshake_flood_dropped"]),
+        0
+    );
+    assert_eq!(e["established"], true);
+}
+
 /// The byte at offset `i` of the test stream (not periodic).
 fn pattern(i: u64) -> u8 {
     let mut z = (i / 8).wrapping_add(0x9E37_79B9_7F4A_7C15);
