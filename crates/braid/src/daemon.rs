@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use crate::config::{self, termios_baud, Config, PathSettings, Transport, UdpSettings};
 use crate::control::{self, ControlServer, Request};
 use crate::log::{dlog, dwarn, Level};
-use crate::seal::{Incoming, Sealer};
+use crate::seal::{Incoming, Roaming, Sealer};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
@@ -86,6 +86,8 @@ pub struct UdpIo {
     /// Device binding.
     pub dev: Option<String>,
     sock: Option<UdpSocket>,
+    /// When `remote` may move to a new source address (`seal::Roaming`).
+    roam: Roaming,
 }
 
 /// The peer address a serial path's datagrams are opened and sealed with: a line has no
@@ -159,6 +161,7 @@ impl PathIo {
             remote: u.remote,
             dev: u.dev.clone(),
             sock: None,
+            roam: Roaming::default(),
         });
         PathIo::new(now, id, name, carrier, emu)
     }
@@ -652,7 +655,7 @@ impl Daemon {
                 scratch.clear();
                 scratch.extend_from_slice(d);
                 let mut peer = LINE_PEER;
-                match sealer.incoming(now, &mut peer, LINE_PEER, scratch) {
+                match sealer.incoming(now, &mut peer, &mut Roaming::default(), LINE_PEER, scratch) {
                     Incoming::Deliver(d) => bond.handle_datagram(now, id, d),
                     Incoming::Reply(r) => replies.push(r.to_vec()),
                     Incoming::Drop => {}
@@ -670,7 +673,10 @@ impl Daemon {
             return;
         }
         for _ in 0..BATCH {
-            let Carrier::Udp(UdpIo { sock, remote, .. }) = &mut p.carrier else {
+            let Carrier::Udp(UdpIo {
+                sock, remote, roam, ..
+            }) = &mut p.carrier
+            else {
                 return;
             };
             let Some(sock) = sock.as_ref() else { return };
@@ -681,7 +687,7 @@ impl Daemon {
                         continue;
                     };
                     let was = *remote;
-                    match sealer.incoming(now, remote, src, d) {
+                    match sealer.incoming(now, remote, roam, src, d) {
                         Incoming::Deliver(d) => bond.handle_datagram(now, id, d),
                         Incoming::Reply(r) => reply = Some((src, r.to_vec())),
                         Incoming::Drop => {}
@@ -1042,6 +1048,7 @@ fn handle_request(
                     remote,
                     dev,
                     sock: None,
+                    roam: Roaming::default(),
                 }),
                 retry_at: now,
                 last_error: None,
@@ -1120,6 +1127,7 @@ mod tests {
                     remote: "127.0.0.1:1".parse().unwrap(),
                     dev: None,
                     sock: None,
+                    roam: Roaming::default(),
                 }),
                 retry_at: Instant::FAR_FUTURE,
                 last_error: None,

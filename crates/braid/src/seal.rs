@@ -10,11 +10,11 @@
 //!   first. Only authenticated transport plaintext ([`Incoming::Deliver`]) reaches the
 //!   bond; handshake answers ([`Incoming::Reply`]) go back to the source on the same path;
 //!   everything else is dropped and counted under its [`Rejected::name`].
-//! - **Roaming**: a path's peer address follows authenticated datagrams only: when one
-//!   arrives from a new source, `incoming` updates the path's remote address.
+//! - **Roaming**: a path's peer address follows authenticated datagrams only, and only
+//!   once the old address has gone quiet: see [`Roaming`].
 //! - **Handshakes**: initiations and keepalives from [`Sealer::poll_transmit`] go out on
-//!   every path with an open socket (an initiation is 148 bytes; the peer answers the first
-//!   copy and refuses the rest as `handshake_too_old`). The first handshake starts at once.
+//!   every path with an open socket (an initiation is 148 bytes; the peer answers every
+//!   copy, on its own path, with the same response). The first handshake starts at once.
 //! - `encryption = "none"`: datagrams pass unchanged, and only datagrams from the path's
 //!   configured remote address are accepted (`unknown_source`), as the connected sockets
 //!   of earlier versions did.
@@ -23,7 +23,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use braid_core::crypto::envelope::OVERHEAD;
-use braid_core::crypto::{Opened, Rejected, ReplayWindow, SealError, Tunnel, TunnelConfig};
+use braid_core::crypto::{
+    Opened, Rejected, ReplayWindow, SealError, SessionId, Tunnel, TunnelConfig,
+};
 use braid_core::crypto::{OsRng, PrivateKey};
 use braid_core::Instant;
 use serde_json::{json, Map, Value};
@@ -43,19 +45,38 @@ const SIZING_PACKET_BYTES: u64 = 256;
 /// The rate the window is sized for when no path has a configured `bps`.
 const DEFAULT_SIZING_BPS: u64 = 1_000_000_000;
 
-/// Handshake messages (initiations, responses, cookie replies) the daemon passes to the
-/// tunnel per second at most; more are dropped unread (`handshake_flood_dropped`). The
-/// tunnel's own per-source limit and cookies handle what gets through; this bound keeps a
-/// flood from any number of sources from taking the CPU the data path needs (as
-/// WireGuard's bounded handshake queue does). A peer's real handshake lost in a flood is
-/// retried 5 s later; an established session is not affected.
-pub const HANDSHAKES_PER_SECOND: u64 = 1000;
-
-/// Burst of the handshake budget.
-const HANDSHAKE_BURST: u64 = 100;
-
-/// Refill time of one handshake token, µs.
-const HANDSHAKE_COST_US: u64 = 1_000_000 / HANDSHAKES_PER_SECOND;
+/// One path's roaming state, kept by the caller next to the path's peer address.
+///
+/// An authenticated datagram proves only that the peer sealed it, not that it came the
+/// way it says: one session spans every path, so someone who sees one path can deliver a
+/// copy of a datagram to another path's socket from any address before the original
+/// arrives (review M1). So a path's peer address moves to a new address only when all of
+/// these hold:
+///
+/// 1. the datagram was sent on this path: its inner header names the same sender path id
+///    as the datagrams from the current peer address on the same session (learned from
+///    them; a copy from another path names that path, and a keepalive names none, so
+///    neither counts);
+/// 2. it is the second such datagram from that same new address (one is not enough);
+/// 3. nothing authenticated has come from the current peer address for the path's dead
+///    time, `down_after x probe_interval` (300 ms by default): the peer sends probes and
+///    acks on every path every probe interval, so a peer address that still works is
+///    heard from more often than that.
+///
+/// NAT rebinding, where the peer's address changes and its old one falls silent, moves
+/// the path on the first datagram from the new address after the dead time. In the
+/// spirit of RFC 9000 sec. 9.3 (validate a new address before moving to it), without a
+/// new message: the peer proves it lives at the new address by going on sending this
+/// path's datagrams from it while the old one is silent.
+#[derive(Clone, Debug, Default)]
+pub struct Roaming {
+    /// When an authenticated datagram last came from the peer address.
+    heard: Option<Instant>,
+    /// The sender path id in the peer address's datagrams, and the session they came on.
+    path_id: Option<(SessionId, u16)>,
+    /// Another address this path's datagrams came from: address and how many.
+    candidate: Option<(SocketAddr, u32)>,
+}
 
 /// What became of a received datagram.
 #[derive(Debug, PartialEq, Eq)]
@@ -77,13 +98,20 @@ pub struct SealCounters {
     /// `encryption = "none"`: every datagram from another address; with keys: those the
     /// tunnel also refused).
     pub unknown_source: u64,
-    /// Paths whose peer address changed to follow an authenticated datagram.
+    /// Paths whose peer address changed to follow authenticated datagrams.
     pub roamed: u64,
+    /// Authenticated datagrams from another address than the path's peer that did not
+    /// (yet) move it: the peer address was still heard from, or the new one was new.
+    pub roam_held: u64,
     /// Empty authenticated datagrams (keepalives) received.
     pub keepalives_received: u64,
-    /// Handshake messages dropped unread beyond [`HANDSHAKES_PER_SECOND`].
+    /// Initiations dropped unread beyond the tunnel's handshake budget
+    /// ([`TunnelConfig::handshake_budget`]; the tunnel's `handshake_flood_dropped`).
     pub handshake_flood_dropped: u64,
 }
+
+/// The shortest silence of a path's peer address before the path may move.
+const MIN_ROAM_QUIET: Duration = Duration::from_millis(100);
 
 /// The replay window for a bond: the packets that can arrive in `max(reorder_max, 200 ms)`
 /// at the sum of the paths' configured rates (1 Gbit/s when none is configured) in
@@ -108,11 +136,10 @@ pub struct Sealer {
     rekey_every: Option<Duration>,
     next_rekey: Instant,
     window_bits: usize,
-    /// Handshake budget: tokens (in µs of refill time) and when last refilled.
-    hs_budget_us: u64,
-    hs_refilled: Instant,
     /// Why the tunnel refused the last datagram (for the daemon's log).
     last_rejected: Option<Rejected>,
+    /// How long a path's peer address must be silent before it may move ([`Roaming`]).
+    roam_quiet: Duration,
 }
 
 impl std::fmt::Debug for Sealer {
@@ -144,15 +171,19 @@ impl Sealer {
                 Some(t)
             }
         };
+        let h = &cfg.bond.core.health;
+        let roam_quiet = h
+            .probe_interval
+            .saturating_mul(h.down_after.max(1))
+            .max(MIN_ROAM_QUIET);
         Sealer {
+            roam_quiet,
             tunnel,
             buf: vec![0; MAX_DATAGRAM + OVERHEAD],
             counters: SealCounters::default(),
             rekey_every,
             next_rekey: rekey_every.map_or(Instant::FAR_FUTURE, |d| now + d),
             window_bits,
-            hs_budget_us: HANDSHAKE_BURST * HANDSHAKE_COST_US,
-            hs_refilled: now,
             last_rejected: None,
         }
     }
@@ -186,12 +217,14 @@ impl Sealer {
         }
     }
 
-    /// Process a datagram from `src` on a path whose peer address is `*remote`, in place.
-    /// Updates `*remote` when an authenticated datagram comes from a new address.
+    /// Process a datagram from `src` on a path whose peer address is `*remote` (and
+    /// roaming state `roam`), in place. Moves `*remote` to a new address when the rules
+    /// of [`Roaming`] say so.
     pub fn incoming<'a>(
         &mut self,
         now: Instant,
         remote: &mut SocketAddr,
+        roam: &mut Roaming,
         src: SocketAddr,
         bytes: &'a mut [u8],
     ) -> Incoming<'a> {
@@ -202,27 +235,12 @@ impl Sealer {
             }
             return Incoming::Deliver(bytes);
         };
-        if let [2, 1..=3, ..] = bytes {
-            // A handshake message: take one from the budget before any work.
-            let cap = HANDSHAKE_BURST * HANDSHAKE_COST_US;
-            let refill = now.saturating_since(self.hs_refilled).as_micros();
-            self.hs_refilled = now;
-            self.hs_budget_us = self
-                .hs_budget_us
-                .saturating_add(u64::try_from(refill).unwrap_or(u64::MAX))
-                .min(cap);
-            if self.hs_budget_us < HANDSHAKE_COST_US {
-                self.counters.handshake_flood_dropped += 1;
-                return Incoming::Drop;
-            }
-            self.hs_budget_us -= HANDSHAKE_COST_US;
-        }
         match t.open(now, src, bytes) {
-            Ok(Opened::Data { plaintext, .. }) => {
-                if src != *remote {
-                    *remote = src;
-                    self.counters.roamed += 1;
-                }
+            Ok(Opened::Data {
+                plaintext, session, ..
+            }) => {
+                let path_id = braid_core::wire::parse(plaintext).ok().map(|(h, _)| h.path);
+                self.roam(now, remote, roam, src, (session, path_id));
                 if plaintext.is_empty() {
                     self.counters.keepalives_received += 1;
                     Incoming::Drop
@@ -239,6 +257,50 @@ impl Sealer {
                 }
                 Incoming::Drop
             }
+        }
+    }
+
+    /// An authenticated datagram of `session` naming sender path `id` came from `src` on
+    /// a path: the rules of [`Roaming`].
+    fn roam(
+        &mut self,
+        now: Instant,
+        remote: &mut SocketAddr,
+        roam: &mut Roaming,
+        src: SocketAddr,
+        (session, id): (SessionId, Option<u16>),
+    ) {
+        if src == *remote {
+            roam.heard = Some(now);
+            if let Some(id) = id {
+                roam.path_id = Some((session, id));
+            }
+            return;
+        }
+        let this_path = match (roam.path_id, id) {
+            (_, None) => false,
+            (Some((s, learned)), Some(id)) if s == session => id == learned,
+            (_, Some(_)) => true,
+        };
+        if !this_path {
+            self.counters.roam_held += 1;
+            return;
+        }
+        let seen = match roam.candidate {
+            Some((a, n)) if a == src => n.saturating_add(1),
+            _ => 1,
+        };
+        let quiet = roam
+            .heard
+            .is_none_or(|h| now.saturating_since(h) >= self.roam_quiet);
+        if seen >= 2 && quiet {
+            *remote = src;
+            roam.heard = Some(now);
+            roam.candidate = None;
+            self.counters.roamed += 1;
+        } else {
+            roam.candidate = Some((src, seen));
+            self.counters.roam_held += 1;
         }
     }
 
@@ -296,9 +358,13 @@ impl Sealer {
             .map(|t| t.local_public_key().to_base64())
     }
 
-    /// The daemon's and the tunnel's counters.
+    /// The daemon's counters (`handshake_flood_dropped` is the tunnel's).
     pub fn counters(&self) -> SealCounters {
-        self.counters
+        let mut c = self.counters;
+        if let Some(t) = &self.tunnel {
+            c.handshake_flood_dropped = t.counters().handshake_flood_dropped;
+        }
+        c
     }
 
     /// The tunnel's counter named `name` (a [`Rejected::name`] or an event counter).
@@ -317,7 +383,7 @@ impl Sealer {
         let Some(t) = &self.tunnel else {
             return json!({
                 "enabled": false,
-                "counters": self.counters,
+                "counters": self.counters(),
             });
         };
         let c = t.counters();
@@ -340,7 +406,7 @@ impl Sealer {
             "rejected": rejected,
             "rejected_total": c.rejected_total(),
             "events": events,
-            "counters": self.counters,
+            "counters": self.counters(),
         })
     }
 }
@@ -362,7 +428,8 @@ pub fn render_status(e: &Value) -> String {
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
-                .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                // Shown as "handshake flood" below.
+                .filter(|(k, v)| v.as_u64().unwrap_or(0) > 0 && *k != "handshake_flood_dropped")
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect()
         })
@@ -447,11 +514,23 @@ mod tests {
         let mut remote = addr("127.0.0.1:7001");
         let mut d = *b"xyz";
         assert_eq!(
-            s.incoming(now, &mut remote, addr("127.0.0.1:7001"), &mut d),
+            s.incoming(
+                now,
+                &mut remote,
+                &mut Roaming::default(),
+                addr("127.0.0.1:7001"),
+                &mut d
+            ),
             Incoming::Deliver(&b"xyz"[..])
         );
         assert_eq!(
-            s.incoming(now, &mut remote, addr("127.0.0.1:9999"), &mut d),
+            s.incoming(
+                now,
+                &mut remote,
+                &mut Roaming::default(),
+                addr("127.0.0.1:9999"),
+                &mut d
+            ),
             Incoming::Drop
         );
         assert_eq!(s.counters().unknown_source, 1);
@@ -486,28 +565,33 @@ mod tests {
                 to_a.push(d.to_vec());
             }
             for mut d in to_b {
-                if let Incoming::Reply(r) = b.incoming(now, &mut b_remote, aa, &mut d) {
+                if let Incoming::Reply(r) =
+                    b.incoming(now, &mut b_remote, &mut Roaming::default(), aa, &mut d)
+                {
                     to_a.push(r.to_vec());
                 }
             }
             for mut d in to_a {
-                if let Incoming::Reply(r) = a.incoming(now, &mut a_remote, ba, &mut d) {
+                if let Incoming::Reply(r) =
+                    a.incoming(now, &mut a_remote, &mut Roaming::default(), ba, &mut d)
+                {
                     let mut r = r.to_vec();
-                    let _ = b.incoming(now, &mut b_remote, aa, &mut r);
+                    let _ = b.incoming(now, &mut b_remote, &mut Roaming::default(), aa, &mut r);
                 }
             }
         }
         let mut sealed = a.outgoing(now, b"hello").expect("session").to_vec();
         assert_eq!(sealed.len(), 5 + OVERHEAD);
         let copy = sealed.clone();
+        let mut b_roam = Roaming::default();
         assert_eq!(
-            b.incoming(now, &mut b_remote, aa, &mut sealed),
+            b.incoming(now, &mut b_remote, &mut b_roam, aa, &mut sealed),
             Incoming::Deliver(&b"hello"[..])
         );
         // Replayed.
         let mut again = copy.clone();
         assert_eq!(
-            b.incoming(now, &mut b_remote, aa, &mut again),
+            b.incoming(now, &mut b_remote, &mut Roaming::default(), aa, &mut again),
             Incoming::Drop
         );
         assert_eq!(b.tunnel_counter("replayed"), Some(1));
@@ -516,19 +600,35 @@ mod tests {
         forged[HEADER_BYTE] ^= 1;
         let stranger = addr("127.0.0.1:9");
         assert_eq!(
-            b.incoming(now, &mut b_remote, stranger, &mut forged),
+            b.incoming(
+                now,
+                &mut b_remote,
+                &mut Roaming::default(),
+                stranger,
+                &mut forged
+            ),
             Incoming::Drop
         );
         assert_eq!(b.tunnel_counter("bad_tag"), Some(1));
         assert_eq!(b.counters().unknown_source, 1);
         assert_eq!(b_remote, aa, "a forgery does not move the peer");
-        // Authenticated from a new port: roams.
+        // Authenticated from a new port (a NAT rebinding): delivered at once, but the
+        // path moves only on a second datagram from there once the old address has been
+        // silent for the dead time (3 x 100 ms by default).
         let moved = addr("127.0.0.1:7777");
-        let mut d = a.outgoing(now, b"moved").unwrap().to_vec();
-        assert_eq!(
-            b.incoming(now, &mut b_remote, moved, &mut d),
-            Incoming::Deliver(&b"moved"[..])
-        );
+        let mut from_moved = |b: &mut Sealer, at: Instant, remote: &mut SocketAddr| {
+            let mut d = a.outgoing(at, &probe(0)).unwrap().to_vec();
+            assert!(matches!(
+                b.incoming(at, remote, &mut b_roam, moved, &mut d),
+                Incoming::Deliver(_)
+            ));
+        };
+        from_moved(&mut b, now, &mut b_remote);
+        from_moved(&mut b, now + Duration::from_millis(100), &mut b_remote);
+        assert_eq!(b_remote, aa);
+        assert_eq!(b.counters().roam_held, 2);
+        now += Duration::from_millis(300);
+        from_moved(&mut b, now, &mut b_remote);
         assert_eq!(b_remote, moved);
         assert_eq!(b.counters().roamed, 1);
         let mut st = b.status_json(now);
@@ -551,6 +651,183 @@ mod tests {
         );
     }
 
+    /// Two sealers with a session, talking over two paths `p` and `q` (one sealer per
+    /// end spans every path); `b`'s view of each path.
+    struct TwoPaths {
+        a: Sealer,
+        b: Sealer,
+        /// b's peer address and roaming state for p and q.
+        remote: [SocketAddr; 2],
+        roam: [Roaming; 2],
+        now: Instant,
+    }
+
+    /// a's source addresses on p and q.
+    const A_P: &str = "192.0.2.1:7000";
+    const A_Q: &str = "198.51.100.1:7000";
+
+    impl TwoPaths {
+        fn new() -> TwoPaths {
+            let (ka, kb) = (
+                PrivateKey::generate(&mut OsRng),
+                PrivateKey::generate(&mut OsRng),
+            );
+            let now = Instant::from_millis(1000);
+            let mut a = Sealer::new(&keyed(&ka, kb.public_key()), now);
+            let mut b = Sealer::new(&keyed(&kb, ka.public_key()), now);
+            let init = a.poll_transmit(now).expect("initiation").to_vec();
+            let _ = b.poll_transmit(now);
+            let mut init = init;
+            let mut roam = Roaming::default();
+            let mut r = addr(A_P);
+            let Incoming::Reply(resp) = b.incoming(now, &mut r, &mut roam, addr(A_P), &mut init)
+            else {
+                panic!("no response");
+            };
+            let mut resp = resp.to_vec();
+            let _ = a.incoming(
+                now,
+                &mut addr("10.0.0.2:1"),
+                &mut roam,
+                addr("10.0.0.2:1"),
+                &mut resp,
+            );
+            let ka = a.poll_transmit(now).expect("keepalive").to_vec();
+            let mut t = TwoPaths {
+                a,
+                b,
+                remote: [addr(A_P), addr(A_Q)],
+                roam: [Roaming::default(), Roaming::default()],
+                now,
+            };
+            let _ = t.deliver_b(0, A_P, ka);
+            t
+        }
+
+        /// A probe a seals now on path `i` (its inner header names a's path id `i`).
+        fn sealed(&mut self, i: u16) -> Vec<u8> {
+            self.a
+                .outgoing(self.now, &probe(i))
+                .expect("session")
+                .to_vec()
+        }
+
+        /// `d` reaches b's socket of path `i` from `src`: delivered?
+        fn deliver_b(&mut self, i: usize, src: &str, mut d: Vec<u8>) -> bool {
+            let r = self.b.incoming(
+                self.now,
+                &mut self.remote[i],
+                &mut self.roam[i],
+                addr(src),
+                &mut d,
+            );
+            matches!(r, Incoming::Deliver(_))
+        }
+    }
+
+    /// A version-1 probe sent on the sender's path `path`.
+    fn probe(path: u16) -> Vec<u8> {
+        let msg = braid_core::wire::Message::Probe {
+            probe_seq: 7,
+            epoch: Some(1),
+        };
+        let mut buf = vec![0u8; msg.wire_len()];
+        let h = braid_core::wire::Header { path, timestamp: 1 };
+        let n = braid_core::wire::emit(&h, &msg, &mut buf).expect("a probe fits");
+        buf.truncate(n);
+        buf
+    }
+
+    /// Review M1: someone who sees path p copies a's datagrams on p and delivers them to
+    /// b's socket of path q from a third address, before the originals. They are
+    /// authenticated (and, arriving first, fresh), but q's peer address stays where it
+    /// is, as long as a is still heard from there (every probe interval), for a single
+    /// copy and for a stream of them.
+    #[test]
+    fn datagrams_copied_from_another_path_do_not_move_a_path() {
+        let mut t = TwoPaths::new();
+        let third = "203.0.113.66:4444";
+        // Both paths carry a's probes from a's address on each.
+        for _ in 0..3 {
+            let (dp, dq) = (t.sealed(0), t.sealed(1));
+            assert!(t.deliver_b(0, A_P, dp) && t.deliver_b(1, A_Q, dq));
+            t.now += Duration::from_millis(100);
+        }
+        // One copy of a datagram a sent on p, delivered on q from the third address first.
+        let on_p = t.sealed(0);
+        assert!(
+            t.deliver_b(1, third, on_p.clone()),
+            "authenticated and fresh"
+        );
+        assert_eq!(t.remote[1], addr(A_Q), "moved by one copied datagram");
+        assert!(!t.deliver_b(0, A_P, on_p), "the original is now a replay");
+        // A stream of copies, 10 a probe interval for 3 s: first while a goes on probing
+        // on q, then while q is silent (its inbound direction broken, say).
+        for n in 0..600 {
+            let d = t.sealed(0);
+            assert!(t.deliver_b(1, third, d));
+            if n < 300 && n % 10 == 0 {
+                let d = t.sealed(1);
+                assert!(t.deliver_b(1, A_Q, d));
+            }
+            t.now += Duration::from_millis(10);
+        }
+        assert_eq!(t.remote[1], addr(A_Q), "moved by a stream of copies");
+        assert_eq!(t.remote[0], addr(A_P));
+        assert_eq!(t.b.counters().roamed, 0);
+        assert!(t.b.counters().roam_held >= 601);
+    }
+
+    /// A NAT rebinding still moves the path: a's address on q changes and the old one
+    /// falls silent; a's probes from the new address move q after the dead time (300 ms
+    /// by default), and copies of p's datagrams from elsewhere meanwhile change nothing.
+    #[test]
+    fn nat_rebinding_moves_the_path_after_the_dead_time() {
+        let mut t = TwoPaths::new();
+        let d = t.sealed(1);
+        assert!(t.deliver_b(1, A_Q, d));
+        let rebound = "198.51.100.1:40001";
+        let start = t.now;
+        let mut moved_at = None;
+        for n in 0..20 {
+            t.now = start + Duration::from_millis(100 * (n + 1));
+            let d = t.sealed(1);
+            assert!(t.deliver_b(1, rebound, d));
+            if t.remote[1] == addr(rebound) {
+                moved_at = Some(t.now.saturating_since(start));
+                break;
+            }
+            let copy = t.sealed(0);
+            assert!(t.deliver_b(1, "203.0.113.66:4444", copy));
+        }
+        assert_eq!(t.remote[1], addr(rebound));
+        let moved_at = moved_at.expect("moved");
+        assert!(
+            moved_at >= Duration::from_millis(300) && moved_at <= Duration::from_millis(400),
+            "{moved_at:?}"
+        );
+        assert_eq!(t.b.counters().roamed, 1);
+    }
+
+    /// A peer whose configured `remote` is wrong (a NATed client) is found on its second
+    /// authenticated datagram: the configured address was never heard from.
+    #[test]
+    fn a_path_never_heard_from_its_configured_address_moves_on_the_second_datagram() {
+        let mut t = TwoPaths::new();
+        let natted = "198.51.100.9:61000";
+        let d = t.sealed(1);
+        assert!(t.deliver_b(1, natted, d));
+        assert_eq!(t.remote[1], addr(A_Q));
+        t.now += Duration::from_millis(100);
+        let d = t.sealed(1);
+        assert!(t.deliver_b(1, natted, d));
+        assert_eq!(t.remote[1], addr(natted));
+    }
+
+    /// Initiations from keys the sealer does not know (valid mac1: the sender knows its
+    /// public key) at one instant: the budget's burst reaches the tunnel (a DH each, then
+    /// `unknown_peer`), the rest are dropped after the mac1 check. Junk of any length
+    /// takes no token, nor do data datagrams.
     #[test]
     fn handshake_budget_bounds_a_flood() {
         let k = PrivateKey::generate(&mut OsRng);
@@ -560,23 +837,47 @@ mod tests {
             now,
         );
         let mut remote = addr("127.0.0.1:7001");
-        // 500 bogus initiations at one instant: the burst reaches the tunnel, the rest not.
         for _ in 0..500 {
             let mut d = [2u8, 1, 0, 0, 9, 9, 9, 9];
             assert_eq!(
-                s.incoming(now, &mut remote, addr("127.0.0.1:5"), &mut d),
+                s.incoming(
+                    now,
+                    &mut remote,
+                    &mut Roaming::default(),
+                    addr("127.0.0.1:5"),
+                    &mut d
+                ),
                 Incoming::Drop
             );
         }
+        assert_eq!(s.tunnel_counter("truncated"), Some(500));
+        assert_eq!(s.counters().handshake_flood_dropped, 0);
+        // From many addresses, so that the per-source limit is not what stops them.
+        let init = stranger_initiation(k.public_key());
+        for i in 0..500u32 {
+            let mut d = init.clone();
+            let src = SocketAddr::from(([10, 9, (i / 250) as u8, (i % 250) as u8], 5));
+            let _ = s.incoming(now, &mut remote, &mut Roaming::default(), src, &mut d);
+        }
+        assert_eq!(s.tunnel_counter("unknown_peer"), Some(100));
         assert_eq!(s.counters().handshake_flood_dropped, 400);
-        assert_eq!(s.tunnel_counter("truncated"), Some(100));
         // A second later the budget is full again; data datagrams never use it.
         let later = now + Duration::from_secs(1);
-        let mut d = [2u8, 1, 0, 0];
-        let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut d);
-        assert_eq!(s.tunnel_counter("truncated"), Some(101));
+        let mut d = init.clone();
+        // (Still under load from the last second: answered with a cookie, no DH.)
+        assert!(matches!(
+            s.incoming(later, &mut remote, &mut Roaming::default(), addr("10.9.9.9:5"), &mut d),
+            Incoming::Reply(r) if r.len() == 64
+        ));
+        assert_eq!(s.tunnel_counter("cookie_replies_sent"), Some(1));
         let mut t = [2u8, 0, 0, 0];
-        let _ = s.incoming(later, &mut remote, addr("127.0.0.1:5"), &mut t);
+        let _ = s.incoming(
+            later,
+            &mut remote,
+            &mut Roaming::default(),
+            addr("127.0.0.1:5"),
+            &mut t,
+        );
         assert_eq!(s.counters().handshake_flood_dropped, 400);
     }
 
@@ -586,6 +887,138 @@ mod tests {
         assert_eq!(age(119_999_999), "119 s ago");
         assert_eq!(age(185_000_000), "3 min 5 s ago");
         assert_eq!(age(7_800_000_000), "2 h 10 min ago");
+    }
+
+    /// An initiation to `to` from a fresh key: valid mac1, unknown static key.
+    fn stranger_initiation(to: PublicKey) -> Vec<u8> {
+        let mut t = braid_core::crypto::Tunnel::new(TunnelConfig::new(
+            PrivateKey::generate(&mut OsRng),
+            to,
+            [5; 32],
+        ));
+        let now = Instant::from_micros(1);
+        t.start_handshake(now);
+        let mut buf = vec![0u8; 256];
+        let n = t.poll_transmit(now, &mut buf).expect("an initiation").len;
+        buf.truncate(n);
+        buf
+    }
+
+    /// Two sealers over one path with `delay` each way, stepped 1 ms at a time from
+    /// their creation; `junk(now, n)` gives the junk datagrams each end receives in the
+    /// millisecond `n` besides. Returns the first time both ends can send, if any within
+    /// `limit`.
+    fn run_pair(
+        delay: Duration,
+        limit: Duration,
+        junk: &mut dyn FnMut(u64) -> Vec<Vec<u8>>,
+    ) -> (Option<Duration>, Sealer, Sealer) {
+        let (ka, kb) = (
+            PrivateKey::generate(&mut OsRng),
+            PrivateKey::generate(&mut OsRng),
+        );
+        let t0 = Instant::from_millis(1000);
+        let mut a = Sealer::new(&keyed(&ka, kb.public_key()), t0);
+        let mut b = Sealer::new(&keyed(&kb, ka.public_key()), t0);
+        let (aa, ba) = (addr("127.0.0.1:7000"), addr("127.0.0.1:7001"));
+        let (mut a_remote, mut b_remote) = (ba, aa);
+        // (arrival, to b?, bytes)
+        let mut wire: Vec<(Instant, bool, Vec<u8>)> = Vec::new();
+        let stranger = addr("192.0.2.99:4444");
+        let steps = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+        for n in 0..steps {
+            let now = t0 + Duration::from_millis(n);
+            for s in [&mut a, &mut b] {
+                if s.poll_timeout().is_some_and(|t| t <= now) {
+                    s.handle_timeout(now);
+                }
+            }
+            while let Some(d) = a.poll_transmit(now) {
+                wire.push((now + delay, true, d.to_vec()));
+            }
+            while let Some(d) = b.poll_transmit(now) {
+                wire.push((now + delay, false, d.to_vec()));
+            }
+            for j in junk(n) {
+                let (mut x, mut y) = (j.clone(), j);
+                let _ = a.incoming(
+                    now,
+                    &mut a_remote,
+                    &mut Roaming::default(),
+                    stranger,
+                    &mut x,
+                );
+                let _ = b.incoming(
+                    now,
+                    &mut b_remote,
+                    &mut Roaming::default(),
+                    stranger,
+                    &mut y,
+                );
+            }
+            let due: Vec<_> = wire.iter().filter(|w| w.0 <= now).cloned().collect();
+            wire.retain(|w| w.0 > now);
+            for (_, to_b, mut d) in due {
+                let (s, remote, src) = if to_b {
+                    (&mut b, &mut b_remote, aa)
+                } else {
+                    (&mut a, &mut a_remote, ba)
+                };
+                if let Incoming::Reply(r) =
+                    s.incoming(now, remote, &mut Roaming::default(), src, &mut d)
+                {
+                    wire.push((now + delay, !to_b, r.to_vec()));
+                }
+            }
+            // Both ends send (as the bond's probes do); a keepalive or data confirms.
+            for (s, to_b) in [(&mut a, true), (&mut b, false)] {
+                if let Some(d) = s.outgoing(now, b"probe") {
+                    wire.push((now + delay, to_b, d.to_vec()));
+                }
+            }
+            let st = |s: &Sealer| s.status_json(now)["established"] == true;
+            if st(&a) && st(&b) {
+                return (Some(now.saturating_since(t0)), a, b);
+            }
+        }
+        (None, a, b)
+    }
+
+    /// Junk handshake datagrams (`2, 1` and `2, 2`, of the right lengths and not), 50 per
+    /// ms at each end, from before the first initiation: the handshake still completes in
+    /// one round trip, and none of the junk took a budget token (review H1).
+    #[test]
+    fn junk_handshake_flood_does_not_stop_the_handshake() {
+        let mut junk = |n: u64| -> Vec<Vec<u8>> {
+            (0..50u64)
+                .map(|k| {
+                    let x = n * 50 + k;
+                    let len = match x % 4 {
+                        0 => 2,
+                        1 => 148,
+                        2 => 92,
+                        _ => 64,
+                    };
+                    let mut d: Vec<u8> = (0..len).map(|i| (x as u8) ^ (i as u8)).collect();
+                    d[0] = 2;
+                    d[1] = if (x / 4).is_multiple_of(2) { 1 } else { 2 };
+                    if len > 4 {
+                        d[2] = 0;
+                        d[3] = 0;
+                    }
+                    d
+                })
+                .collect()
+        };
+        let delay = Duration::from_millis(10);
+        let (up, a, b) = run_pair(delay, Duration::from_secs(3), &mut junk);
+        let up = up.expect("the handshake completed under the flood");
+        assert!(up <= Duration::from_millis(50), "{up:?}");
+        for s in [&a, &b] {
+            assert_eq!(s.counters().handshake_flood_dropped, 0);
+            let seen = |n| s.tunnel_counter(n).unwrap_or(0);
+            assert!(seen("bad_mac1") > 100 && seen("unknown_receiver_index") > 100);
+        }
     }
 
     /// First byte after the 16-byte header: inside the ciphertext.

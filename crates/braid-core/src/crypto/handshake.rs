@@ -154,9 +154,11 @@ pub(crate) fn write_response(
 }
 
 /// Read a response (length, receiver index and mac1 already checked) and return the
-/// initiator's (send, receive) keys.
+/// initiator's (send, receive) keys. On failure `hs` is as it was (snow restores its
+/// symmetric state, and message 2 begins by deriving a new cipher key from it), so a
+/// forged response leaves the handshake able to read the real one.
 pub(crate) fn read_response(
-    mut hs: HandshakeState,
+    hs: &mut HandshakeState,
     msg: &[u8],
 ) -> Result<([u8; 32], [u8; 32]), HandshakeError> {
     let noise = msg.get(RESP_NOISE).ok_or(HandshakeError::Failed)?;
@@ -220,7 +222,7 @@ mod tests {
         let keys_b = write_response(r.state, &a_macs, 11, 22, &mut resp);
         assert!(a_macs.check_mac1(&resp));
         assert_eq!(&resp[..12], &[2, 2, 0, 0, 0, 0, 0, 11, 0, 0, 0, 22]);
-        let keys_a = hs_a.map(|hs| read_response(hs, &resp));
+        let keys_a = hs_a.map(|mut hs| read_response(&mut hs, &resp));
         let (Some(kb), Some(Ok(ka))) = (keys_b, keys_a) else {
             panic!("handshake failed");
         };
@@ -284,7 +286,7 @@ mod tests {
         assert!(write_response(r.state, &a_macs, 1, 2, &mut resp).is_some());
         // ...the initiator can.
         assert_eq!(
-            hs_a.map(|hs| read_response(hs, &resp).err()),
+            hs_a.map(|mut hs| read_response(&mut hs, &resp).err()),
             Some(Some(HandshakeError::Failed))
         );
     }

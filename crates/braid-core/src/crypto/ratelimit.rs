@@ -1,7 +1,8 @@
 //! Handshake rate limiting: a token bucket per source address (WireGuard's
 //! `ratelimiter.c`: 20 initiations per second, burst 5; IPv6 sources share a bucket per
-//! /64) and a load meter that says when the responder is "under load" and should answer
-//! with cookies instead of doing Diffie-Hellman.
+//! /64), a load meter that says when the responder is "under load" and should answer
+//! with cookies instead of doing Diffie-Hellman, and one [`Budget`] for the whole
+//! responder that bounds the initiations it works on per second.
 //!
 //! The table is allocated once with a fixed capacity; when it is full, idle entries are
 //! swept and, if it is still full, the initiation is refused (counted `rate_limited`), so
@@ -115,6 +116,46 @@ impl RateLimiter {
     /// No source tracked.
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
+    }
+}
+
+/// One token bucket for every source together: the handshake work (a Diffie-Hellman or a
+/// cookie reply) a flood can make the responder do per second. Only initiations that
+/// passed the exact-length and mac1 checks and carry no valid mac2 take a token, so
+/// junk costs no token (review H1), and neither does a reply to our own handshake.
+pub struct Budget {
+    /// µs of refill per token.
+    cost: u64,
+    /// Most µs of tokens held (the burst).
+    cap: u64,
+    tokens: u64,
+    last: Instant,
+}
+
+impl Budget {
+    /// `per_second` tokens a second (at least 1), up to `burst` at once (at least 1).
+    pub fn new(per_second: u32, burst: u32) -> Self {
+        let cost = (1_000_000 / u64::from(per_second.max(1))).max(1);
+        let cap = cost * u64::from(burst.max(1));
+        Self {
+            cost,
+            cap,
+            tokens: cap,
+            last: Instant::ZERO,
+        }
+    }
+
+    /// Take a token if one is there.
+    pub fn take(&mut self, now: Instant) -> bool {
+        let elapsed =
+            u64::try_from(now.saturating_since(self.last).as_micros()).unwrap_or(u64::MAX);
+        self.last = self.last.max(now);
+        self.tokens = self.tokens.saturating_add(elapsed).min(self.cap);
+        if self.tokens < self.cost {
+            return false;
+        }
+        self.tokens -= self.cost;
+        true
     }
 }
 
@@ -234,6 +275,19 @@ mod tests {
         assert_eq!(r.len(), 1);
         r.maybe_sweep(ms(5000));
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn budget_refills_at_its_rate_up_to_the_burst() {
+        let mut b = Budget::new(1000, 100);
+        let t = ms(5000);
+        assert_eq!((0..500).filter(|_| b.take(t)).count(), 100);
+        // One token per ms.
+        assert!(!b.take(t + Duration::from_micros(999)));
+        assert!(b.take(t + Duration::from_micros(1000)));
+        // A long pause refills only the burst; time going back refills nothing.
+        assert_eq!((0..500).filter(|_| b.take(ms(60_000))).count(), 100);
+        assert!(!b.take(ms(1000)));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::envelope::{
 };
 use super::handshake::{self, HandshakeError};
 use super::keys::{PresharedKey, PrivateKey, PublicKey};
-use super::ratelimit::{LoadMeter, RateLimiter, DEFAULT_TABLE_SIZE};
+use super::ratelimit::{Budget, LoadMeter, RateLimiter, DEFAULT_TABLE_SIZE};
 use super::replay::{ReplayVerdict, REJECT_AFTER_MESSAGES};
 use super::rng::Rng;
 use super::session::{Session, SessionId};
@@ -43,6 +43,11 @@ pub struct TunnelConfig {
     pub under_load_threshold: u32,
     /// Sources the per-source rate limiter tracks at most. Default 4096.
     pub rate_limit_table_size: usize,
+    /// Initiations without a valid mac2 (from any number of sources) the responder works
+    /// on per second, burst a tenth of that; more are dropped after the mac1 check
+    /// (`handshake_flood_dropped`). This bounds the work a flood takes from the data
+    /// path, as WireGuard's bounded handshake queue does. Default 1000.
+    pub handshake_budget: u32,
 }
 
 impl TunnelConfig {
@@ -57,6 +62,7 @@ impl TunnelConfig {
             seed,
             under_load_threshold: 100,
             rate_limit_table_size: DEFAULT_TABLE_SIZE,
+            handshake_budget: 1000,
         }
     }
 }
@@ -71,6 +77,7 @@ impl core::fmt::Debug for TunnelConfig {
             .field("unix_micros_at_zero", &self.unix_micros_at_zero)
             .field("under_load_threshold", &self.under_load_threshold)
             .field("rate_limit_table_size", &self.rate_limit_table_size)
+            .field("handshake_budget", &self.handshake_budget)
             .finish_non_exhaustive()
     }
 }
@@ -131,8 +138,8 @@ pub struct Transmit {
 }
 
 /// What [`Transmit`] carries. Either may go on any live path; an initiation may be sent
-/// on several at once (the responder answers the first copy and refuses the others as
-/// `handshake_too_old`).
+/// on several at once (the responder answers the first copy and sends the same response
+/// again, without a DH, for each other copy, on that copy's path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransmitKind {
     /// A handshake initiation ([`envelope::INITIATION_LEN`] bytes).
@@ -185,6 +192,15 @@ macro_rules! rejects {
             pub cookies_received: u64,
             /// Handshake attempts abandoned after [`REKEY_ATTEMPT_TIME`].
             pub handshake_timeouts: u64,
+            /// Responses sent again for another copy of an initiation already answered.
+            pub responses_resent: u64,
+            /// Initiations stamped before we started (a replay recorded before our
+            /// restart, or a peer whose clock is behind): answered, but they neither end
+            /// our own handshake nor delay it.
+            pub stale_initiations: u64,
+            /// Peer initiations that arrived while ours was unanswered (both answered;
+            /// see `on_initiation`).
+            pub handshake_collisions: u64,
         }
 
         impl Counters {
@@ -214,6 +230,9 @@ macro_rules! rejects {
                     ("cookie_replies_sent", self.cookie_replies_sent),
                     ("cookies_received", self.cookies_received),
                     ("handshake_timeouts", self.handshake_timeouts),
+                    ("responses_resent", self.responses_resent),
+                    ("stale_initiations", self.stale_initiations),
+                    ("handshake_collisions", self.handshake_collisions),
                 ]
                 .into_iter()
             }
@@ -254,11 +273,14 @@ rejects! {
     UnknownPeer => unknown_peer,
     /// Initiation whose timestamp is not newer than the last accepted one (a replay).
     HandshakeTooOld => handshake_too_old,
-    /// Peer's initiation crossed ours and our public key is lower: ours wins, theirs is
-    /// dropped (the peer answers ours).
-    HandshakeCollision => handshake_collision,
     /// Cookie reply that did not decrypt.
     BadCookie => bad_cookie,
+    /// Initiation (valid mac1, no valid mac2) beyond [`TunnelConfig::handshake_budget`]:
+    /// dropped without a DH or a cookie reply.
+    FloodDropped => handshake_flood_dropped,
+    /// The response that completed our last handshake, again: the answer to another copy
+    /// of our initiation (sent on another path). Harmless.
+    DuplicateResponse => duplicate_response,
 }
 
 impl core::fmt::Display for Rejected {
@@ -269,8 +291,21 @@ impl core::fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
-/// Peer initiations the collision winner drops in a row before it yields.
-const MAX_COLLISIONS: u32 = 2;
+/// How far before our start an initiation's timestamp may be and still count as sent
+/// after it (clocks of the two peers may differ by this much).
+const CLOCK_SKEW: Duration = Duration::from_secs(60);
+
+/// Copies of one initiation answered again, at most (a bond has at most 64 paths).
+const MAX_RESENDS: u8 = 64;
+
+/// The last initiation we answered (up to and with mac1: mac2 depends on the source),
+/// and our response, to send again for each copy that arrives on another path.
+struct Answered {
+    initiation: [u8; INITIATION_LEN - MAC_LEN],
+    response: [u8; RESPONSE_LEN],
+    at: Instant,
+    resent: u8,
+}
 
 /// Our handshake in flight.
 struct Pending {
@@ -291,6 +326,7 @@ pub struct Tunnel {
     peer_macs: MacKeys,
     limiter: RateLimiter,
     load: LoadMeter,
+    budget: Budget,
 
     /// Confirmed; sends and receives.
     current: Option<Session>,
@@ -308,10 +344,18 @@ pub struct Tunnel {
     keepalive_due: bool,
     /// Cookie from the peer's cookie reply, with when it arrived.
     cookie: Option<([u8; MAC_LEN], Instant)>,
-    /// Peer initiations dropped by the collision rule since the last new session.
-    collisions_in_row: u32,
     /// Newest initiation timestamp accepted from the peer.
     last_timestamp: [u8; envelope::TIMESTAMP_LEN],
+    /// Initiations stamped before this are stale: our start less [`CLOCK_SKEW`].
+    stale_before: [u8; envelope::TIMESTAMP_LEN],
+    /// We answered a (fresh) initiation: no handshake of our own until then, unless
+    /// its session is confirmed first.
+    hold_until: Option<Instant>,
+    /// Our answer to the last accepted initiation, until the session it made is
+    /// confirmed or [`REKEY_TIMEOUT`] has passed.
+    answered: Option<Answered>,
+    /// The response that completed our last handshake as initiator.
+    completed: Option<[u8; RESPONSE_LEN]>,
 
     counters: Counters,
 }
@@ -341,6 +385,7 @@ impl Tunnel {
             peer_macs: MacKeys::new(&config.peer_public_key),
             limiter: RateLimiter::new(config.rate_limit_table_size),
             load: LoadMeter::new(config.under_load_threshold),
+            budget: Budget::new(config.handshake_budget, config.handshake_budget / 10),
             local_public,
             current: None,
             previous: None,
@@ -351,7 +396,14 @@ impl Tunnel {
             keepalive_due: false,
             cookie: None,
             last_timestamp: [0; envelope::TIMESTAMP_LEN],
-            collisions_in_row: 0,
+            stale_before: handshake::tai64n(
+                config
+                    .unix_micros_at_zero
+                    .saturating_sub(CLOCK_SKEW.as_micros() as u64),
+            ),
+            hold_until: None,
+            answered: None,
+            completed: None,
             counters: Counters::default(),
             config,
         }
@@ -378,6 +430,12 @@ impl Tunnel {
             .as_ref()
             .filter(|s| Self::can_send(s, now))
             .map(Session::id)
+    }
+
+    /// The sender index of our handshake in flight (the initiation sent last and not yet
+    /// answered, abandoned or timed out), if any.
+    pub fn pending_handshake(&self) -> Option<u32> {
+        self.pending.as_ref().map(|p| p.sender_index)
     }
 
     /// Whether a session can send at `now`.
@@ -419,11 +477,9 @@ impl Tunnel {
             return Err(SealError::BufferTooSmall);
         }
         let Some(s) = self.current.as_mut().filter(|s| Self::can_send(s, now)) else {
-            // A fresh responder session means the peer's confirmation is on its way.
-            let confirming = self
-                .next
-                .as_ref()
-                .is_some_and(|n| now.saturating_since(n.created) < REKEY_TIMEOUT);
+            // A responder session made for a fresh initiation means the peer's
+            // confirmation is on its way (a stale one's may never come: review L3).
+            let confirming = self.next.is_some() && self.hold_until.is_some_and(|t| now < t);
             if !confirming {
                 self.want_handshake(now);
             }
@@ -463,8 +519,10 @@ impl Tunnel {
     /// Process one datagram that arrived from `src`, in place. Every refusal is counted
     /// under [`Rejected::name`]. Transport datagrams are checked, in order: version,
     /// length, kind, receiver index, expiry, replay window (before decrypting), tag; only
-    /// then is the counter marked. Handshake messages: length, mac1 (before any state,
-    /// allocation or DH), load/cookie, per-source rate limit, then Noise.
+    /// then is the counter marked. Handshake messages: length, then mac1 (initiations,
+    /// before any state, allocation, budget token or DH) or the pending handshake's index
+    /// (responses, cookie replies); for initiations then the budget (unless mac2 is
+    /// valid), load/cookie, per-source rate limit, then Noise.
     pub fn open<'a>(
         &mut self,
         now: Instant,
@@ -580,6 +638,7 @@ impl Tunnel {
             // A handshake we started meanwhile is no longer needed.
             self.pending = None;
             self.wanted_until = None;
+            self.answered = None;
         }
     }
 
@@ -611,21 +670,37 @@ impl Tunnel {
         if datagram.len() > INITIATION_LEN {
             return Err(Rejected::Malformed);
         }
+        if self.resend(now, datagram) {
+            let d: &'a [u8] = datagram;
+            return Ok(Opened::Reply(d.get(..RESPONSE_LEN).unwrap_or(&[])));
+        }
         if !self.checker.keys().check_mac1(datagram) {
             return Err(Rejected::BadMac1);
         }
         let under_load = self.load.record(now);
-        if under_load && !self.checker.check_mac2(now, src, datagram, &mut self.rng) {
-            let n = self.checker.write_reply(now, src, datagram, &mut self.rng);
-            if n != COOKIE_REPLY_LEN {
-                return Err(Rejected::Malformed);
-            }
-            self.counters.cookie_replies_sent += 1;
-            let d: &'a [u8] = datagram;
-            return Ok(Opened::Reply(d.get(..n).unwrap_or(&[])));
+        // A valid mac2 proves the source receives at its address (it holds our cookie):
+        // such an initiation is not dropped for the budget. Without a cookie mac2 is zeros.
+        let proven = datagram.get(INITIATION_LEN - MAC_LEN..) != Some(&[0u8; MAC_LEN][..])
+            && self.checker.check_mac2(now, src, datagram, &mut self.rng);
+        if !proven && !self.budget.take(now) {
+            return Err(Rejected::FloodDropped);
         }
-        if !self.limiter.allow(now, src.ip()) {
-            return Err(Rejected::RateLimited);
+        // As WireGuard: cookies and the per-source limit only under load. Always on, the
+        // limit let a spoofer who knows our public key starve the peer's address at 90
+        // initiations a second, below the load threshold (review L1).
+        if under_load {
+            if !proven {
+                let n = self.checker.write_reply(now, src, datagram, &mut self.rng);
+                if n != COOKIE_REPLY_LEN {
+                    return Err(Rejected::Malformed);
+                }
+                self.counters.cookie_replies_sent += 1;
+                let d: &'a [u8] = datagram;
+                return Ok(Opened::Reply(d.get(..n).unwrap_or(&[])));
+            }
+            if !self.limiter.allow(now, src.ip()) {
+                return Err(Rejected::RateLimited);
+            }
         }
         let read = handshake::read_initiation(
             &self.config.private_key,
@@ -640,20 +715,29 @@ impl Tunnel {
         if read.timestamp <= self.last_timestamp {
             return Err(Rejected::HandshakeTooOld);
         }
+        // Stamped before we started: a replay of an initiation recorded before our
+        // restart (our memory of timestamps went with it), or a peer whose clock is
+        // behind ours. Answered, since the peer may be real, but it neither ends our own
+        // handshake nor holds it back (review L3).
+        let stale = read.timestamp < self.stale_before;
         if self.pending.is_some() {
-            // Both sides initiated. The lower public key's initiation wins, unless ours
-            // keep failing at the peer (e.g. it refuses our timestamps after our clock
-            // went back): after MAX_COLLISIONS in a row we yield.
-            if self.local_public < self.config.peer_public_key
-                && self.collisions_in_row < MAX_COLLISIONS
-            {
-                self.collisions_in_row += 1;
-                return Err(Rejected::HandshakeCollision);
+            // Both sides initiated (both ends started at once, say). Both answer, so
+            // whichever initiation got through completes in one round trip; the higher
+            // public key also abandons its own, so that when both got through only the
+            // lower key's makes a session (its answer to ours names a handshake we no
+            // longer have). The lower key keeps its own: it may have been lost (the peer
+            // was not up yet), and then our answer is what completes.
+            self.counters.handshake_collisions += 1;
+            if self.local_public > self.config.peer_public_key && !stale {
+                self.pending = None;
+                self.wanted_until = None;
             }
-            self.pending = None;
-            self.wanted_until = None;
         }
-        self.collisions_in_row = 0;
+        if stale {
+            self.counters.stale_initiations += 1;
+        } else {
+            self.hold_until = Some(now + REKEY_TIMEOUT);
+        }
         self.last_timestamp = read.timestamp;
         let local_index = self.fresh_index();
         let mut out = [0u8; RESPONSE_LEN];
@@ -675,12 +759,48 @@ impl Tunnel {
         ));
         self.counters.sessions_created += 1;
         self.counters.responses_sent += 1;
+        let mut initiation = [0u8; INITIATION_LEN - MAC_LEN];
+        initiation.copy_from_slice(
+            datagram
+                .get(..INITIATION_LEN - MAC_LEN)
+                .unwrap_or(&[0u8; INITIATION_LEN - MAC_LEN]),
+        );
+        self.answered = Some(Answered {
+            initiation,
+            response: out,
+            at: now,
+            resent: 0,
+        });
         let reply = datagram
             .get_mut(..RESPONSE_LEN)
             .ok_or(Rejected::Truncated)?;
         reply.copy_from_slice(&out);
         let d: &'a [u8] = reply;
         Ok(Opened::Reply(d))
+    }
+
+    /// Another copy of the initiation we answered last (the initiator sends one on every
+    /// path): our response again, written over it, with no DH, so that a path that works
+    /// in one direction only cannot keep the handshake from completing (review L2). Equal
+    /// bytes up to mac1 mean mac1 is valid too. Bounded in time and count. Returns
+    /// whether the response was written at the start of `datagram`.
+    fn resend(&mut self, now: Instant, datagram: &mut [u8]) -> bool {
+        let Some(a) = self.answered.as_mut() else {
+            return false;
+        };
+        if datagram.get(..INITIATION_LEN - MAC_LEN) != Some(&a.initiation[..])
+            || now.saturating_since(a.at) >= REKEY_TIMEOUT
+            || a.resent >= MAX_RESENDS
+        {
+            return false;
+        }
+        let Some(reply) = datagram.get_mut(..RESPONSE_LEN) else {
+            return false;
+        };
+        reply.copy_from_slice(&a.response);
+        a.resent += 1;
+        self.counters.responses_resent += 1;
+        true
     }
 
     fn on_response<'a>(
@@ -696,22 +816,33 @@ impl Tunnel {
         }
         let receiver = envelope::read_u32(datagram, 4);
         if self.pending.as_ref().map(|p| p.sender_index) != Some(receiver) {
+            if self.completed.is_some_and(|c| c[..] == datagram[..]) {
+                return Err(Rejected::DuplicateResponse);
+            }
             return Err(Rejected::UnknownReceiverIndex);
         }
         if !self.checker.keys().check_mac1(datagram) {
             return Err(Rejected::BadMac1);
         }
-        let Some(p) = self.pending.take() else {
+        let Some(p) = self.pending.as_mut() else {
             return Err(Rejected::UnknownReceiverIndex);
         };
-        let sender_index = p.sender_index;
-        let keys = match handshake::read_response(p.state, datagram) {
+        // A response that fails (forged by someone who saw our initiation, or sealed with
+        // another preshared key) leaves the pending handshake as it was: the real
+        // response may still come. The retry timer is not touched either.
+        let keys = match handshake::read_response(&mut p.state, datagram) {
             Ok(k) => k,
             Err(_) => {
-                // The Noise state is spent; the retry timer makes a new initiation.
+                if p.state.is_handshake_finished() {
+                    // Noise accepted it but it carried a payload: the state is spent.
+                    self.pending = None;
+                }
                 return Err(Rejected::HandshakeFailed);
             }
         };
+        let sender_index = p.sender_index;
+        self.pending = None;
+        self.completed = datagram.get(..RESPONSE_LEN).and_then(|d| d.try_into().ok());
         let remote_index = envelope::read_u32(datagram, 8);
         let session = Session::new(
             sender_index,
@@ -727,7 +858,6 @@ impl Tunnel {
             self.previous = old;
         }
         self.wanted_until = None;
-        self.collisions_in_row = 0;
         self.keepalive_due = true;
         self.counters.handshakes_completed += 1;
         self.counters.sessions_created += 1;
