@@ -79,7 +79,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     match req {
-        Request::Status | Request::ClassShow => {}
+        Request::Status | Request::ClassShow | Request::Reload => {}
         Request::Enslave {
             name,
             local,
