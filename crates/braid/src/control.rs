@@ -385,11 +385,15 @@ fn peer_allowed(stream: &UnixStream) -> bool {
 fn check_free(path: &Path) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if dir.symlink_metadata().is_err() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(dir)
-                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+            // Under umask 022, so it is 0755 whatever the caller's umask (077 would make
+            // it 0700, out of reach of a `--user` daemon's own socket).
+            crate::sys::with_umask(0o022, || {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(dir)
+            })
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         }
         check_dir(dir)?;
     }

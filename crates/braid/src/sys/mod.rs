@@ -26,8 +26,13 @@ pub fn euid() -> u32 {
 }
 
 /// Run `f` with the process's umask set to `mask`, then restore it. The umask is
-/// process-wide: call it only while no other thread creates files (the daemon's start).
+/// process-wide: calls are serialised by a lock, and files created by other threads
+/// meanwhile (none in the daemon; other tests in a test binary) get `mask` too.
 pub fn with_umask<T>(mask: libc::mode_t, f: impl FnOnce() -> T) -> T {
+    static UMASK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = UMASK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // SAFETY: umask has no preconditions and cannot fail.
     let old = unsafe { libc::umask(mask) };
     let r = f();
