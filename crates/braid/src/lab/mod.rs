@@ -18,6 +18,8 @@
 //! | [`line`] | serial line emulator: two ptys joined at a baud rate, with errors and outages |
 //! | [`serial`] | a scenario's serial lines, timed TCP transfers, ping |
 //! | [`serial_tables`] | the seeds' serial tables (Bentson's EQL table, the SLIP table) |
+//! | [`matrix`] | `fault-matrix`: seeded cases of faults under a checked transfer |
+//! | [`soak`] | `soak-flaps`, `soak-overload`, `soak-junk-rekey`: long runs by hand |
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -26,6 +28,7 @@ use anyhow::{bail, Context, Result};
 pub mod capture;
 pub mod iperf;
 pub mod line;
+pub mod matrix;
 pub mod netns;
 pub mod plot;
 pub mod progress;
@@ -35,6 +38,7 @@ pub mod scenario;
 pub mod serial;
 pub mod serial_tables;
 pub mod share;
+pub mod soak;
 pub mod udpgen;
 
 use progress::Progress;
@@ -62,10 +66,45 @@ pub struct LabArgs {
     /// where link-sharing scenarios write their plots
     #[arg(long, default_value = "lab-results")]
     pub out: PathBuf,
+    /// fault-matrix: how many cases
+    #[arg(long, default_value_t = 20)]
+    pub cases: u64,
+    /// fault-matrix: the first case's seed; cases are SEED, SEED+1, ... [default: random]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// fault-matrix: inject reload faults (SIGHUP); auto: when `braid reload --help` works
+    #[arg(long, value_enum, default_value_t)]
+    pub reload: matrix::ReloadMode,
 }
 
 /// Run `braid lab`.
 pub fn main(args: LabArgs) -> Result<()> {
+    if let Some(special) = args
+        .scenarios
+        .iter()
+        .find(|n| *n == "fault-matrix" || soak::is_soak(n))
+    {
+        if args.scenarios.len() > 1 {
+            bail!("{special} runs alone: give it as the only scenario");
+        }
+        if special == "fault-matrix" {
+            if args.list {
+                print!("{}", matrix::list(args.seed.unwrap_or(1), args.cases));
+                return Ok(());
+            }
+            preflight_netns()?;
+            return matrix::main(
+                std::env::current_exe().context("finding braid's own executable")?,
+                args.cases,
+                args.seed,
+                args.reload,
+                args.json.as_deref(),
+                args.quiet,
+            );
+        }
+        preflight_netns()?;
+        return soak::main(special, &args);
+    }
     if args.list {
         for (name, text) in BUILTIN {
             let s = Scenario::parse(text)?;
@@ -91,6 +130,13 @@ pub fn main(args: LabArgs) -> Result<()> {
             serial_tables::BENTSON_ROWS,
             ""
         );
+        println!(
+            "{:<18} {:>4}    seeded cases of faults under a checked transfer (--cases N --seed S; docs/reliability.md)",
+            "fault-matrix", ""
+        );
+        for (name, secs, description) in soak::LIST {
+            println!("{name:<18} {secs:>4} s  {description}");
+        }
         return Ok(());
     }
     let names: Vec<String> = if args.scenarios.is_empty() {
@@ -187,6 +233,12 @@ pub fn run_all(
 /// Check that we can run the lab: root, `ip`, `tc`, `iperf3` (installed with apt-get when
 /// `install` and missing and we are root), `/dev/net/tun`.
 pub fn preflight(install: bool) -> Result<()> {
+    preflight_netns()?;
+    preflight_iperf(install)
+}
+
+/// Check that we can make namespaces and TUN devices: root, `ip`, `tc`, `/dev/net/tun`.
+pub fn preflight_netns() -> Result<()> {
     if !netns::is_root() {
         bail!(
             "the lab creates network namespaces and TUN devices: run it as root (sudo braid ...)"
@@ -197,6 +249,14 @@ pub fn preflight(install: bool) -> Result<()> {
             bail!("`{tool}` not found: install iproute2 (apt-get install -y iproute2)");
         }
     }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        bail!("/dev/net/tun is missing: load the tun module (modprobe tun)");
+    }
+    Ok(())
+}
+
+/// Check that `iperf3` is there (installed with apt-get when `install` and missing).
+fn preflight_iperf(install: bool) -> Result<()> {
     if netns::which("iperf3").is_none() {
         if !install {
             bail!("`iperf3` not found: install it (apt-get install -y iperf3)");
@@ -223,9 +283,6 @@ pub fn preflight(install: bool) -> Result<()> {
         if netns::which("iperf3").is_none() {
             bail!("iperf3 still not found after installing it");
         }
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        bail!("/dev/net/tun is missing: load the tun module (modprobe tun)");
     }
     Ok(())
 }

@@ -245,6 +245,51 @@ impl Proc {
         matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
     }
 
+    /// Send `signal` to the process (by PID; nothing if it has been reaped).
+    pub fn signal(&mut self, signal: libc::c_int) -> Result<()> {
+        let Some(child) = self.child.as_mut() else {
+            bail!("{}: no process", self.name)
+        };
+        if child.try_wait()?.is_some() {
+            bail!("{} has already exited", self.name);
+        }
+        let pid = libc::pid_t::try_from(child.id()).context("pid out of range")?;
+        // SAFETY: kill has no memory preconditions; the pid is our own unreaped child, so
+        // it cannot have been reused.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::kill(pid, signal) };
+        if rc != 0 {
+            bail!("kill {pid}: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Wait (bounded by `within`) for the process to exit and reap it; its exit status.
+    /// Killed (and an error) if it is still running after `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> Result<ExitStatus> {
+        let Some(child) = self.child.as_mut() else {
+            bail!("{}: no process", self.name)
+        };
+        let end = now() + within;
+        loop {
+            if let Some(st) = child.try_wait()? {
+                return Ok(st);
+            }
+            if now() >= end {
+                stop_child(child);
+                bail!("{} did not exit within {within:?}", self.name);
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Its exit status if it has exited, without waiting.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// Wait (bounded) for the process to exit; its stdout and stderr. Killed on timeout.
     pub fn wait_output(mut self, timeout: Duration) -> Result<Output> {
         let Some(mut child) = self.child.take() else {
@@ -287,34 +332,6 @@ impl Proc {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(15)..].join("\n")
-    }
-
-    /// Send it `signal` (e.g. `libc::SIGKILL`) and wait, at most `timeout`, for it to
-    /// exit; killed outright after that.
-    pub fn signal_and_wait(&mut self, signal: i32, timeout: Duration) -> Result<()> {
-        let Some(mut child) = self.child.take() else {
-            bail!("{}: no process", self.name)
-        };
-        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-            // SAFETY: as in stop_child: our own unreaped child, so the pid is not reused.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::kill(pid, signal);
-            }
-        }
-        let end = now() + timeout;
-        while now() < end {
-            if let Ok(Some(_)) = child.try_wait() {
-                return Ok(());
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        bail!(
-            "{} did not exit within {timeout:?} of signal {signal}",
-            self.name
-        )
     }
 
     /// Stop it now (SIGTERM, then SIGKILL after 2 s).

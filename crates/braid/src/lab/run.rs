@@ -150,8 +150,12 @@ pub struct Daemons {
     braid: PathBuf,
     /// When they were started.
     pub started: Instant,
-    /// Each side's namespace, config file and log, to start it again.
+    /// Each side's namespace, config file and first log, to start it again.
     sides: [(String, PathBuf, PathBuf); 2],
+    /// How often each side was started again.
+    restarts: [u32; 2],
+    /// Every log file written so far, restarts included.
+    logs: Vec<PathBuf>,
 }
 
 impl Daemons {
@@ -166,6 +170,7 @@ impl Daemons {
         let mut procs = Vec::new();
         let mut socks = Vec::new();
         let mut sides = Vec::new();
+        let mut logs = Vec::new();
         let started = now();
         for (side, ns, cfg) in [("a", &topo.ns_a, cfg_a), ("b", &topo.ns_b, cfg_b)] {
             let conf = topo.file(&format!("{tag}-{side}.toml"));
@@ -175,7 +180,8 @@ impl Daemons {
             let log = topo.file(&format!("{tag}-{side}.log"));
             procs.push(spawn_up(braid, side, ns, &conf, &sock, &log)?);
             socks.push(sock);
-            sides.push((ns.clone(), conf, log));
+            sides.push((ns.clone(), conf, log.clone()));
+            logs.push(log);
         }
         let sides: [(String, PathBuf, PathBuf); 2] = sides
             .try_into()
@@ -192,24 +198,67 @@ impl Daemons {
             braid: braid.to_path_buf(),
             started,
             sides,
+            restarts: [0; 2],
+            logs,
         })
     }
 
     /// Stop side a (or b) with `signal` (SIGTERM: a clean stop; SIGKILL: a crash) and
     /// start it again with the same config. Returns when the new daemon was started.
     pub fn restart(&mut self, side_a: bool, signal: i32) -> Result<Instant> {
-        let (side, proc, sock) = if side_a {
-            ("a", &mut self.a, &self.sock_a)
+        self.stop_side(side_a, signal, Duration::from_secs(5))?;
+        self.start_side(side_a)
+    }
+
+    /// Side a's (or b's) daemon.
+    pub fn side(&mut self, side_a: bool) -> &mut Proc {
+        if side_a {
+            &mut self.a
         } else {
-            ("b", &mut self.b, &self.sock_b)
+            &mut self.b
+        }
+    }
+
+    /// Send `signal` to side a's (or b's) daemon and wait (bounded by `within`) for it to
+    /// exit; its exit status. It is killed, and this is an error, if it outlives `within`.
+    pub fn stop_side(
+        &mut self,
+        side_a: bool,
+        signal: i32,
+        within: Duration,
+    ) -> Result<std::process::ExitStatus> {
+        let p = self.side(side_a);
+        p.signal(signal)?;
+        p.wait_exit(within)
+    }
+
+    /// Start side a's (or b's) daemon again (after [`Daemons::stop_side`]) with the
+    /// config it was first started with; its log is `<tag>-<side>-<n>.log` (the old
+    /// ones are kept, see [`Daemons::logs`]). Returns when it was started.
+    pub fn start_side(&mut self, side_a: bool) -> Result<Instant> {
+        let i = usize::from(!side_a);
+        self.restarts[i] += 1;
+        let (ns, conf, first) = &self.sides[i];
+        let log = PathBuf::from(format!(
+            "{}-{}.log",
+            first.with_extension("").display(),
+            self.restarts[i]
+        ));
+        let (side, sock) = if side_a {
+            ("a", &self.sock_a)
+        } else {
+            ("b", &self.sock_b)
         };
-        proc.signal_and_wait(signal, Duration::from_secs(5))?;
-        let (ns, conf, log) = &self.sides[usize::from(!side_a)];
-        // The old log is kept beside the new one.
-        let _ = std::fs::rename(log, log.with_extension("log.1"));
         let started = now();
-        *proc = spawn_up(&self.braid, side, ns, conf, sock, log)?;
+        let p = spawn_up(&self.braid, side, ns, conf, sock, &log)?;
+        *self.side(side_a) = p;
+        self.logs.push(log);
         Ok(started)
+    }
+
+    /// Every daemon log of this pair, restarts included.
+    pub fn logs(&self) -> &[PathBuf] {
+        &self.logs
     }
 
     /// Wait (bounded by `timeout`) until both daemons list exactly `names` and all are up.

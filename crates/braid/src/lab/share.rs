@@ -151,6 +151,8 @@ pub struct ShareResult {
     pub plot: Option<PathBuf>,
     /// Targets missed (braid).
     pub missed: Vec<String>,
+    /// braid's daemons' memory (a, b), KiB.
+    pub braid_memory_kib: Option<[Memory; 2]>,
 }
 
 impl ShareScenario {
@@ -288,6 +290,31 @@ pub struct Bins {
     pub users: Vec<Vec<u64>>,
     /// IP bytes sent on the link (the shaped veth, or the bond's paths: inner packets).
     pub link: Vec<u64>,
+    /// braid runs: each daemon's (a, b) memory, KiB: resident once the paths were up
+    /// (VmRSS) and its peak at the end (VmHWM).
+    pub rss_kib: Option<[Memory; 2]>,
+}
+
+/// A daemon's memory in a run, KiB.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Memory {
+    /// VmRSS once its paths were up.
+    pub start: u64,
+    /// VmHWM (peak resident set) at the end.
+    pub peak: u64,
+}
+
+/// A field of `/proc/<pid>/status` in kB (`VmRSS`, `VmHWM`), or None.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_status_kib(&text, field)
+}
+
+fn parse_status_kib(text: &str, field: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// Start receivers in `ns_b` on `dst`, a capture of `devs` in `ns_a`, and the senders.
@@ -324,7 +351,11 @@ fn traffic(
     let link = link
         .join()
         .map_err(|_| anyhow!("capture thread panicked"))??;
-    Ok(Bins { users, link })
+    Ok(Bins {
+        users,
+        link,
+        rss_kib: None,
+    })
 }
 
 /// The users' addresses on `lo` in namespace a, and routes back to them in namespace b
@@ -406,9 +437,10 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins>
     let names: Vec<String> = topo.links.iter().map(|l| format!("p{}", l.index)).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     d.wait_paths_up(&names, super::run::UP_TIMEOUT)?;
+    let start_rss = [d.a.pid(), d.b.pid()].map(|p| proc_status_kib(p, "VmRSS").unwrap_or(0));
     add_users(sc, &topo.ns_a, &topo.ns_b, &["dev", "braid0"])?;
     let devs: Vec<String> = topo.links.iter().map(|l| l.dev_a.clone()).collect();
-    let bins = traffic(
+    let mut bins = traffic(
         sc,
         &topo.ns_a,
         &topo.ns_b,
@@ -416,6 +448,11 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins>
         &devs,
         capture::braid_data_bytes,
     )?;
+    let peak = [d.a.pid(), d.b.pid()].map(|p| proc_status_kib(p, "VmHWM").unwrap_or(0));
+    bins.rss_kib = Some([0, 1].map(|i| Memory {
+        start: start_rss[i],
+        peak: peak[i],
+    }));
     for p in [&mut d.a, &mut d.b] {
         if !p.running() {
             bail!("{} exited during the run:\n{}", p.name, p.log_tail());
@@ -588,6 +625,7 @@ pub fn run(sc: &ShareScenario, braid: &Path, out_dir: &Path) -> Result<ShareResu
         max_100ms_received,
         plot: Some(plot_path),
         missed,
+        braid_memory_kib: braid_run.rss_kib,
     })
 }
 
@@ -695,6 +733,15 @@ pub fn report(sc: &ShareScenario, r: &ShareResult) -> String {
         r.max_100ms_received.0 .0,
         r.max_100ms_received.1 .0
     );
+    if let Some(m) = &r.braid_memory_kib {
+        s += &format!(
+            "  braid's memory: a {:.1} MiB once up, peak {:.1} MiB (VmHWM); b {:.1} MiB, peak {:.1} MiB\n",
+            m[0].start as f64 / 1024.0,
+            m[0].peak as f64 / 1024.0,
+            m[1].start as f64 / 1024.0,
+            m[1].peak as f64 / 1024.0
+        );
+    }
     if let Some(p) = &r.plot {
         s += &format!("  plot: {}\n", p.display());
     }
@@ -733,6 +780,15 @@ pub fn run_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_status_fields() {
+        let text = "Name:\tbraid\nVmPeak:\t  9000 kB\nVmHWM:\t    5120 kB\nVmRSS:\t    4096 kB\n";
+        assert_eq!(parse_status_kib(text, "VmHWM"), Some(5120));
+        assert_eq!(parse_status_kib(text, "VmRSS"), Some(4096));
+        assert_eq!(parse_status_kib(text, "VmSwap"), None);
+        assert!(proc_status_kib(std::process::id(), "VmHWM").is_some_and(|k| k > 0));
+    }
 
     #[test]
     fn builtin_share_scenarios_parse() {
