@@ -21,6 +21,8 @@ use crate::lab::run::{Daemons, UP_TIMEOUT};
 pub const STALL: Duration = Duration::from_secs(10);
 /// After a restart killed the connection, a new one must be made within this.
 pub const RECONNECT_WITHIN: Duration = Duration::from_secs(10);
+/// The longest wait for data through the bond after a fault before the next one.
+const RECOVERY_WAIT: Duration = Duration::from_secs(10);
 /// After the last fault, every path must be up again within this.
 const PATHS_BACK_WITHIN: Duration = Duration::from_secs(10);
 /// The transfer made after the faults, bytes.
@@ -125,6 +127,9 @@ pub fn run_case(case: &Case, opts: &Options) -> Result<CaseResult> {
             rng: &mut rng,
         };
         injected.push(faults::inject(&mut ctx, &f.kind)?);
+        // The next fault waits until data flows again (bounded), so that each outage is
+        // its own fault's and TCP's backoff is not stretched by a chain of outages.
+        probe.wait_echo(RECOVERY_WAIT)?;
     }
     let restarted = injected.iter().any(|f| f.restarted.is_some());
     let reloaded = |s: Side| injected.iter().any(|f| f.reloaded == Some(s));
