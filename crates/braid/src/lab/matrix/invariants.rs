@@ -40,8 +40,8 @@ fn bad_numbers(v: &Value, at: &str, out: &mut Vec<String>) {
 }
 
 /// One daemon's status (`side` names it in messages). `sealed`: the case's config has
-/// keys. `same_paths`: its paths have not been re-created (no reload), so their receive
-/// counters cover the whole run of the daemon.
+/// keys. `same_paths`: its paths' receive counters cover the daemon's whole run (no
+/// reload re-created them, no restart of the peer reset them).
 pub fn check_one(v: &Value, side: &str, sealed: bool, same_paths: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut bad = Vec::new();
@@ -152,6 +152,54 @@ pub fn check_pair(rx: &Value, rx_side: &str, tx: &Value, tx_side: &str) -> Vec<S
     out
 }
 
+/// One line of what a status says, for a failure message: each path's state, RTT, pacing,
+/// queue, bytes in flight and datagrams sent and received; the non-zero drop and
+/// reorder counters.
+pub fn status_line(v: &Value) -> String {
+    use crate::status::{bytes, rate};
+    let st = &v["status"];
+    let mut parts: Vec<String> = st["paths"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} rtt {:.0}ms pacing {} queued {} inflight {} tx {} rx {}",
+                p["name"].as_str().unwrap_or("?"),
+                p["state"].as_str().unwrap_or("?"),
+                n(&p["srtt_us"]) as f64 / 1000.0,
+                rate(n(&p["pacing_bps"])),
+                bytes(n(&p["queued_bytes"])),
+                bytes(n(&p["inflight_bytes"])),
+                n(&p["tx_packets"]),
+                n(&p["rx_packets"])
+            )
+        })
+        .collect();
+    for (group, obj) in [("", &st["counters"]), ("reorder ", &st["reorder"])] {
+        if let Some(o) = obj.as_object() {
+            for (k, x) in o {
+                let keep = k.starts_with("drop")
+                    || k.contains("bad")
+                    || [
+                        "skipped",
+                        "late",
+                        "duplicates",
+                        "stale",
+                        "dropped",
+                        "overflows",
+                        "resyncs",
+                    ]
+                    .contains(&k.as_str());
+                if keep && n(x) > 0 {
+                    parts.push(format!("{group}{k} {}", n(x)));
+                }
+            }
+        }
+    }
+    parts.join("; ")
+}
+
 /// A daemon log's lines that say it panicked.
 pub fn panics(log: &str) -> Vec<String> {
     log.lines()
@@ -209,6 +257,25 @@ mod tests {
         // b received more than a sent, and delivered more than a read.
         let e = check_pair(&status(0, 120, 0, 130), "b", &status(100, 0, 100, 0), "a");
         assert_eq!(e.len(), 2, "{e:#?}");
+    }
+
+    #[test]
+    fn status_line_names_paths_and_nonzero_drops() {
+        let mut v = status(100, 90, 100, 80);
+        v["status"]["counters"]["drop_queue"] = json!(7);
+        v["status"]["counters"]["drop_no_path"] = json!(0);
+        v["status"]["reorder"] = json!({"skipped": 3, "in_order": 50});
+        let l = status_line(&v);
+        assert!(l.starts_with("p0 up rtt 20ms"), "{l}");
+        assert!(l.contains("tx 100 rx 90"), "{l}");
+        assert!(
+            l.contains("drop_queue 7") && l.contains("reorder skipped 3"),
+            "{l}"
+        );
+        assert!(
+            !l.contains("drop_no_path") && !l.contains("in_order"),
+            "{l}"
+        );
     }
 
     #[test]

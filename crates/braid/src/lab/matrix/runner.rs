@@ -127,14 +127,35 @@ pub fn run_case(case: &Case, opts: &Options) -> Result<CaseResult> {
             rng: &mut rng,
         };
         injected.push(faults::inject(&mut ctx, &f.kind)?);
-        // The next fault waits until data flows again (bounded), so that each outage is
-        // its own fault's and TCP's backoff is not stretched by a chain of outages.
-        probe.wait_echo(RECOVERY_WAIT)?;
+        // The next fault waits until data flows again (bounded): so that each outage is
+        // its own fault's, and a chain of outages does not stretch TCP's retransmission
+        // backoff (the transfer has moved on, or is over, before the next one).
+        let moved = transfer.verified();
+        let end = now() + RECOVERY_WAIT;
+        if probe.wait_echo(RECOVERY_WAIT)? {
+            while now() < end && !transfer.receiver_finished() && transfer.verified() == moved {
+                netns::sleep(Duration::from_millis(10))?;
+            }
+        }
     }
     let restarted = injected.iter().any(|f| f.restarted.is_some());
-    let reloaded = |s: Side| injected.iter().any(|f| f.reloaded == Some(s));
+    // A side's receive counters cover its whole run unless it was reloaded (paths may be
+    // re-created) or its peer restarted (the bond forgets the peer's previous run, and
+    // with it the paths' receive counters).
+    let counters_whole = |s: Side| {
+        let peer = if s == Side::A { Side::B } else { Side::A };
+        !injected
+            .iter()
+            .any(|f| f.reloaded == Some(s) || f.restarted == Some(peer))
+    };
+    let reloaded = injected.iter().any(|f| f.reloaded.is_some());
     let deadline = Duration::from_millis(4 * case.expected_ms()) + Duration::from_secs(30);
     let outcome = wait_transfer(transfer, deadline)?;
+    // What the daemons said when the transfer gave up, for the failure message.
+    let outcome = match outcome {
+        Outcome::Died(why) => Outcome::Died(format!("{why}\n{}", snapshot(&d))),
+        o => o,
+    };
     let mut transfer_ok = false;
     match outcome {
         Outcome::Complete => {
@@ -215,8 +236,27 @@ pub fn run_case(case: &Case, opts: &Options) -> Result<CaseResult> {
         }
         r.faults.push(fr);
     }
-    check_daemons(&mut d, case.sealed, restarted, &reloaded, &mut r);
+    check_daemons(
+        &mut d,
+        case.sealed,
+        restarted || reloaded,
+        &counters_whole,
+        &mut r,
+    );
     Ok(finish(r, started))
+}
+
+/// Both daemons' status, one line each, indented (for failure messages).
+fn snapshot(d: &Daemons) -> String {
+    let line = |v: Result<serde_json::Value>| match v {
+        Ok(v) => invariants::status_line(&v),
+        Err(e) => format!("no status: {e:#}"),
+    };
+    format!(
+        "        status a: {}\n        status b: {}",
+        line(d.status_a()),
+        line(d.status_b())
+    )
 }
 
 fn finish(mut r: CaseResult, started: std::time::Instant) -> CaseResult {
@@ -286,8 +326,8 @@ fn fault_result(f: &Injected, arrivals: &[f64], transfer_start: f64, end_ms: f64
 fn check_daemons(
     d: &mut Daemons,
     sealed: bool,
-    restarted: bool,
-    reloaded: &dyn Fn(Side) -> bool,
+    restarted_or_reloaded: bool,
+    counters_whole: &dyn Fn(Side) -> bool,
     r: &mut CaseResult,
 ) {
     for (side, name) in [(true, "a"), (false, "b")] {
@@ -309,14 +349,22 @@ fn check_daemons(
     };
     let (b1, a, b2) = (got(b1, "b"), got(a, "a"), got(b2, "b"));
     if let Some(v) = &a {
-        r.failures
-            .extend(invariants::check_one(v, "a", sealed, !reloaded(Side::A)));
+        r.failures.extend(invariants::check_one(
+            v,
+            "a",
+            sealed,
+            counters_whole(Side::A),
+        ));
     }
     if let Some(v) = &b2 {
-        r.failures
-            .extend(invariants::check_one(v, "b", sealed, !reloaded(Side::B)));
+        r.failures.extend(invariants::check_one(
+            v,
+            "b",
+            sealed,
+            counters_whole(Side::B),
+        ));
     }
-    if !restarted && !reloaded(Side::A) && !reloaded(Side::B) {
+    if !restarted_or_reloaded {
         if let (Some(b1), Some(a), Some(b2)) = (&b1, &a, &b2) {
             r.failures.extend(invariants::check_pair(b1, "b", a, "a"));
             r.failures.extend(invariants::check_pair(a, "a", b2, "b"));
