@@ -399,6 +399,25 @@ mod tests {
         assert!(
             matches!(c.command, Command::Lab(ref a) if a.scenarios.len() == 2 && a.duration == Some(5))
         );
+        let c = Cli::try_parse_from([
+            "braid",
+            "lab",
+            "fault-matrix",
+            "--cases",
+            "3",
+            "--seed",
+            "9",
+            "--reload",
+            "on",
+        ])
+        .unwrap();
+        assert!(
+            matches!(c.command, Command::Lab(ref a) if a.cases == 3 && a.seed == Some(9) && a.reload == lab::matrix::ReloadMode::On)
+        );
+        let c = Cli::try_parse_from(["braid", "lab", "fault-matrix"]).unwrap();
+        assert!(
+            matches!(c.command, Command::Lab(ref a) if a.cases == 20 && a.seed.is_none() && a.reload == lab::matrix::ReloadMode::Auto)
+        );
     }
 
     #[test]

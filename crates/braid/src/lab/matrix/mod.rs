@@ -428,6 +428,16 @@ mod tests {
     }
 
     #[test]
+    fn reload_auto_asks_the_binary() {
+        let yes = crate::lab::netns::which("true").unwrap();
+        let no = crate::lab::netns::which("false").unwrap();
+        assert!(ReloadMode::Auto.resolve(&yes));
+        assert!(!ReloadMode::Auto.resolve(&no));
+        assert!(ReloadMode::On.resolve(&no));
+        assert!(!ReloadMode::Off.resolve(&yes));
+    }
+
+    #[test]
     fn seed_lists() {
         assert_eq!(seed_list(&[3, 4, 5]), "3..=5");
         assert_eq!(seed_list(&[3, 9]), "3, 9");
