@@ -256,6 +256,11 @@ impl Daemons {
         Ok(started)
     }
 
+    /// The config file side a (or b) was started with (and is reloaded from).
+    pub fn config_file(&self, side_a: bool) -> &Path {
+        &self.sides[usize::from(!side_a)].1
+    }
+
     /// Every daemon log of this pair, restarts included.
     pub fn logs(&self) -> &[PathBuf] {
         &self.logs

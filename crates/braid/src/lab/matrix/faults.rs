@@ -100,14 +100,41 @@ pub fn inject(ctx: &mut Ctx<'_>, kind: &FaultKind) -> Result<Injected> {
         }
         FaultKind::Reload { side } => {
             if ctx.reload {
-                ctx.daemons.side(side == Side::A).signal(libc::SIGHUP)?;
+                let a = side == Side::A;
+                // Every other reload of a side changes its config (each path's bps, the
+                // probe interval); the next one changes it back.
+                let file = ctx.daemons.config_file(a).to_path_buf();
+                let now_text = std::fs::read_to_string(&file)?;
+                let next = match changed_config(&now_text)? {
+                    Some(changed) => changed,
+                    None => original_config(&now_text)?,
+                };
+                std::fs::write(&file, &next)?;
+                rec.what += if next.contains(CHANGED_MARK) {
+                    " (config changed: each path's bps, probe_interval_ms)"
+                } else {
+                    " (config changed back)"
+                };
+                ctx.daemons.side(a).signal(libc::SIGHUP)?;
                 rec.reloaded = Some(side);
                 netns::sleep(Duration::from_millis(500))?;
-                if let Some(st) = ctx.daemons.side(side == Side::A).exited() {
+                if let Some(st) = ctx.daemons.side(a).exited() {
                     rec.failures.push(format!(
                         "daemon {} exited ({st}) on SIGHUP instead of reloading",
                         side.name()
                     ));
+                } else {
+                    let status = if a {
+                        ctx.daemons.status_a()
+                    } else {
+                        ctx.daemons.status_b()
+                    };
+                    match status {
+                        Ok(v) => rec.failures.extend(reload_applied(&next, &v)),
+                        Err(e) => rec
+                            .failures
+                            .push(format!("braid status after the reload failed: {e:#}")),
+                    }
                 }
             } else {
                 rec.skipped = true;
@@ -170,6 +197,130 @@ pub fn inject(ctx: &mut Ctx<'_>, kind: &FaultKind) -> Result<Injected> {
     }
     rec.end_ms = ctx.ms();
     Ok(rec)
+}
+
+/// The probe interval a changed config asks for (it marks the config as changed).
+const CHANGED_PROBE_MS: i64 = 150;
+/// How a changed config says so.
+const CHANGED_MARK: &str = "probe_interval_ms = 150";
+
+/// A daemon config (as the lab writes it) with every path's `bps` at 80 % of its
+/// emulated rate and `probe_interval_ms` at 150; None if it is already the changed one.
+pub fn changed_config(text: &str) -> Result<Option<String>> {
+    let mut t: toml::Table = toml::from_str(text)?;
+    let bond = t
+        .get_mut("bond")
+        .and_then(toml::Value::as_table_mut)
+        .ok_or_else(|| anyhow!("config has no [bond]"))?;
+    if bond.contains_key("probe_interval_ms") {
+        return Ok(None);
+    }
+    bond.insert(
+        "probe_interval_ms".into(),
+        toml::Value::Integer(CHANGED_PROBE_MS),
+    );
+    for p in paths_mut(&mut t) {
+        let rate = p
+            .get("emulate")
+            .and_then(|e| e.get("rate_bps"))
+            .and_then(toml::Value::as_integer)
+            .unwrap_or(10_000_000);
+        p.insert(
+            "original_bps".into(),
+            p.get("bps").cloned().unwrap_or(toml::Value::Integer(0)),
+        );
+        p.insert("bps".into(), toml::Value::Integer(rate / 10 * 8));
+    }
+    // Keep the original values beside, as comments, to change them back.
+    let mut out = String::new();
+    for p in paths_mut(&mut t) {
+        let orig = p
+            .remove("original_bps")
+            .and_then(|v| v.as_integer())
+            .unwrap_or(0);
+        let name = p.get("name").and_then(toml::Value::as_str).unwrap_or("?");
+        out += &format!("# original bps of {name}: {orig}\n");
+    }
+    Ok(Some(out + &toml::to_string(&t)?))
+}
+
+/// The config [`changed_config`] was made from.
+pub fn original_config(text: &str) -> Result<String> {
+    let mut orig = std::collections::HashMap::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# original bps of ") {
+            if let Some((name, v)) = rest.split_once(": ") {
+                orig.insert(name.to_string(), v.trim().parse::<i64>().unwrap_or(0));
+            }
+        }
+    }
+    let mut t: toml::Table = toml::from_str(text)?;
+    if let Some(b) = t.get_mut("bond").and_then(toml::Value::as_table_mut) {
+        b.remove("probe_interval_ms");
+    }
+    for p in paths_mut(&mut t) {
+        let name = p
+            .get("name")
+            .and_then(toml::Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        match orig.get(&name) {
+            Some(&v) if v > 0 => {
+                p.insert("bps".into(), toml::Value::Integer(v));
+            }
+            _ => {
+                p.remove("bps");
+            }
+        }
+    }
+    Ok(toml::to_string(&t)?)
+}
+
+fn paths_mut(t: &mut toml::Table) -> impl Iterator<Item = &mut toml::Table> {
+    t.get_mut("path")
+        .and_then(toml::Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(toml::Value::as_table_mut)
+}
+
+/// What a status shows that the config `text` (just reloaded) says otherwise: each path's
+/// `bps`.
+pub fn reload_applied(text: &str, status: &Value) -> Vec<String> {
+    let Ok(t) = toml::from_str::<toml::Table>(text) else {
+        return vec!["the reloaded config does not parse".into()];
+    };
+    let want: Vec<(String, u64)> = t
+        .get("path")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p.get("name")
+                    .and_then(toml::Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                p.get("bps")
+                    .and_then(toml::Value::as_integer)
+                    .and_then(|v| u64::try_from(v).ok())
+                    .unwrap_or(0),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for p in status["status"]["paths"].as_array().into_iter().flatten() {
+        let name = p["name"].as_str().unwrap_or("");
+        let got = p["bps"].as_u64().unwrap_or(0);
+        if let Some((_, w)) = want.iter().find(|w| w.0 == name) {
+            if *w != got {
+                out.push(format!(
+                    "after the reload path {name} has bps {got}, the config says {w}"
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The sum of a daemon's counters of datagrams it dropped as bad (bond, sealer, unknown
@@ -314,6 +465,44 @@ mod tests {
             let n = junk_datagram(&mut rng, JunkShape::Data, &mut buf);
             assert!(buf[0] == 1 && (n == 1 || buf[1] == 0));
         }
+    }
+
+    #[test]
+    fn reload_configs_change_and_change_back() {
+        let c = super::super::case::Case::draw(58);
+        let links: Vec<crate::lab::netns::Link> = (0..4)
+            .map(|i| crate::lab::netns::Link {
+                index: i,
+                dev_a: format!("a{i}"),
+                dev_b: format!("b{i}"),
+                addr_a: std::net::Ipv4Addr::new(10, 201, i as u8, 1),
+                addr_b: std::net::Ipv4Addr::new(10, 201, i as u8, 2),
+            })
+            .collect();
+        let (a, _) = c.configs(&links).unwrap();
+        let changed = changed_config(&a).unwrap().expect("changes the original");
+        assert!(changed.contains(CHANGED_MARK), "{changed}");
+        assert!(
+            changed_config(&changed).unwrap().is_none(),
+            "already changed"
+        );
+        let cfg = crate::config::Config::parse(&changed, "x.toml").unwrap();
+        for (p, d) in cfg.paths.iter().zip(&c.paths) {
+            assert_eq!(p.bps, d.rate_bps / 10 * 8, "{changed}");
+        }
+        let back = original_config(&changed).unwrap();
+        let (x, y): (toml::Table, toml::Table) =
+            (toml::from_str(&a).unwrap(), toml::from_str(&back).unwrap());
+        assert_eq!(x, y, "changed back to the original");
+        // What status must show after each.
+        let status = |bps: Vec<u64>| {
+            serde_json::json!({"status": {"paths": bps.iter().enumerate()
+                .map(|(i, b)| serde_json::json!({"name": format!("p{i}"), "bps": b}))
+                .collect::<Vec<_>>()}})
+        };
+        let want: Vec<u64> = c.paths.iter().map(|p| p.rate_bps / 10 * 8).collect();
+        assert!(reload_applied(&changed, &status(want.clone())).is_empty());
+        assert_eq!(reload_applied(&back, &status(want)).len(), c.paths.len());
     }
 
     #[test]
