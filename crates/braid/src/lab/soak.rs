@@ -209,8 +209,9 @@ struct Sealer {
     completed: u64,
     /// Sessions this end made (as initiator or responder).
     created: u64,
-    /// Handshake datagrams dropped by the handshake budget.
-    flood_dropped: u64,
+    /// Datagrams the sealer refused (`rejected_total`) or dropped for the handshake
+    /// budget (`handshake_flood_dropped`).
+    refused: u64,
 }
 
 impl std::ops::Sub for Sealer {
@@ -219,7 +220,7 @@ impl std::ops::Sub for Sealer {
         Sealer {
             completed: self.completed.saturating_sub(o.completed),
             created: self.created.saturating_sub(o.created),
-            flood_dropped: self.flood_dropped.saturating_sub(o.flood_dropped),
+            refused: self.refused.saturating_sub(o.refused),
         }
     }
 }
@@ -230,7 +231,7 @@ fn sealer(v: &Value) -> Sealer {
     Sealer {
         completed: n(&e["events"]["handshakes_completed"]),
         created: n(&e["events"]["sessions_created"]),
-        flood_dropped: n(&e["counters"]["handshake_flood_dropped"]),
+        refused: n(&e["rejected_total"]) + n(&e["counters"]["handshake_flood_dropped"]),
     }
 }
 
@@ -263,7 +264,7 @@ fn junk_rekey(braid: &Path, secs: u64) -> Result<()> {
     let expected = secs / REKEY_S;
     for (name, p) in [("without junk", &base), ("junk flood", &flood)] {
         println!(
-            "soak-junk-rekey: {name}: {} s, {} junk datagrams ({:.0}/s) at b's p0; sessions renewed {} times (handshakes completed by a {}, by b {}; a rekey per {REKEY_S} s would be {expected}); sessions made by a {}, by b {}; handshake flood drops at b {}; longest probe gap {:.0} ms",
+            "soak-junk-rekey: {name}: {} s, {} junk datagrams ({:.0}/s) at b's p0; sessions renewed {} times (handshakes completed by a {}, by b {}; a rekey per {REKEY_S} s would be {expected}); sessions made by a {}, by b {}; datagrams b refused {}; longest probe gap {:.0} ms",
             secs,
             p.sent,
             p.sent as f64 / p.secs.max(1e-3),
@@ -272,7 +273,7 @@ fn junk_rekey(braid: &Path, secs: u64) -> Result<()> {
             p.b.completed,
             p.a.created,
             p.b.created,
-            p.b.flood_dropped,
+            p.b.refused,
             longest_gap(&arrivals, p.from_ms, p.to_ms)
         );
     }

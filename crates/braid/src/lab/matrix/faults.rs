@@ -219,27 +219,18 @@ pub fn changed_config(text: &str) -> Result<Option<String>> {
         "probe_interval_ms".into(),
         toml::Value::Integer(CHANGED_PROBE_MS),
     );
+    // The original values go beside, as comments, to change them back.
+    let mut out = String::new();
     for p in paths_mut(&mut t) {
         let rate = p
             .get("emulate")
             .and_then(|e| e.get("rate_bps"))
             .and_then(toml::Value::as_integer)
             .unwrap_or(10_000_000);
-        p.insert(
-            "original_bps".into(),
-            p.get("bps").cloned().unwrap_or(toml::Value::Integer(0)),
-        );
-        p.insert("bps".into(), toml::Value::Integer(rate / 10 * 8));
-    }
-    // Keep the original values beside, as comments, to change them back.
-    let mut out = String::new();
-    for p in paths_mut(&mut t) {
-        let orig = p
-            .remove("original_bps")
-            .and_then(|v| v.as_integer())
-            .unwrap_or(0);
+        let orig = p.get("bps").and_then(toml::Value::as_integer).unwrap_or(0);
         let name = p.get("name").and_then(toml::Value::as_str).unwrap_or("?");
         out += &format!("# original bps of {name}: {orig}\n");
+        p.insert("bps".into(), toml::Value::Integer(rate / 10 * 8));
     }
     Ok(Some(out + &toml::to_string(&t)?))
 }
