@@ -6,14 +6,13 @@
 //! each in its own namespaces `braid-<pid>-<n>-{a,b}`, deleted by a guard even on failure.
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use braid::lab::netns::{self, now, Topology};
+use anyhow::Result;
+use braid::lab::netns::{now, Topology};
 use braid::lab::run::{paths_of, Daemons, PathSample};
 use braid::lab::scenario::Scenario;
 
@@ -72,149 +71,13 @@ fn path<'a>(ps: &'a [PathSample], name: &str) -> Option<&'a PathSample> {
 
 /// The byte at offset `i` of the test stream: not periodic, so reordering, loss or
 /// duplication anywhere shows as a mismatch.
-fn pattern(i: u64) -> u8 {
-    let mut z = (i / 8).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).to_le_bytes()[(i % 8) as usize]
-}
-
-/// One TCP connection from namespace a to b through the bond (port `port`), sending for
-/// `secs` seconds or `limit` bytes, whichever ends first. Returns (sent, received, verified);
-/// `received` counts as it goes.
-fn tcp_flow(
-    topo: &Topology,
-    port: u16,
-    secs: f64,
-    limit: u64,
-    received: Arc<AtomicU64>,
-) -> Result<(u64, u64)> {
-    let addr = SocketAddr::V4(SocketAddrV4::new(BOND_B, port));
-    let rx = netns::spawn_in_netns(&topo.ns_b, move || -> Result<u64> {
-        let listener = TcpListener::bind(addr).context("bind in b")?;
-        listener.set_nonblocking(true)?;
-        let end = now() + Duration::from_secs(10);
-        let mut s = loop {
-            match listener.accept() {
-                Ok((s, _)) => break s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && now() < end => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => bail!("accept: {e}"),
-            }
-        };
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let mut buf = vec![0u8; 65536];
-        let mut off = 0u64;
-        loop {
-            let n = s.read(&mut buf).context("read in b")?;
-            if n == 0 {
-                return Ok(off);
-            }
-            for (k, &b) in buf[..n].iter().enumerate() {
-                if b != pattern(off + k as u64) {
-                    bail!(
-                        "byte {} differs: stream corrupted or out of order",
-                        off + k as u64
-                    );
-                }
-            }
-            off += n as u64;
-            received.store(off, Ordering::Relaxed);
-        }
-    })?;
-    std::thread::sleep(Duration::from_millis(200));
-    let tx = netns::spawn_in_netns(&topo.ns_a, move || -> Result<u64> {
-        let mut s =
-            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).context("connect from a")?;
-        s.set_write_timeout(Some(Duration::from_secs(10)))?;
-        let end = now() + Duration::from_secs_f64(secs);
-        let mut buf = vec![0u8; 65536];
-        let mut off = 0u64;
-        while off < limit && now() < end {
-            let n = (limit - off).min(buf.len() as u64) as usize;
-            for (k, b) in buf[..n].iter_mut().enumerate() {
-                *b = pattern(off + k as u64);
-            }
-            s.write_all(&buf[..n]).context("write from a")?;
-            off += n as u64;
-        }
-        s.shutdown(std::net::Shutdown::Write)?;
-        // Wait for the receiver to close, so that `off` bytes have all been delivered.
-        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-        let _ = s.read(&mut [0u8; 1]);
-        Ok(off)
-    })?;
-    let sent = tx
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    let got = rx
-        .join()
-        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
-    Ok((sent, got))
-}
-
-/// ICMP echo from namespace a to `dst` over a raw socket; the number of replies to `count`
-/// requests (1 s each).
-fn ping(topo: &Topology, dst: Ipv4Addr, count: u16) -> Result<u16> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let h = netns::spawn_in_netns(&topo.ns_a, move || -> Result<u16> {
-        let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))?;
-        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
-        let id: u16 = (std::process::id() & 0xffff) as u16;
-        let to = SocketAddr::V4(SocketAddrV4::new(dst, 0)).into();
-        let mut replies = 0;
-        for seq in 1..=count {
-            let mut pkt = vec![8u8, 0, 0, 0];
-            pkt.extend_from_slice(&id.to_be_bytes());
-            pkt.extend_from_slice(&seq.to_be_bytes());
-            pkt.extend_from_slice(&[0xab; 56]);
-            let ck = checksum(&pkt);
-            pkt[2..4].copy_from_slice(&ck.to_be_bytes());
-            sock.send_to(&pkt, &to)?;
-            let end = now() + Duration::from_secs(1);
-            while now() < end {
-                let mut buf = [0u8; 1500];
-                let Ok(n) = (&sock).read(&mut buf) else {
-                    continue;
-                };
-                let b = &buf[..n];
-                let ihl = usize::from(b.first().copied().unwrap_or(0) & 0x0f) * 4;
-                let icmp = b.get(ihl..).unwrap_or(&[]);
-                if icmp.len() >= 8
-                    && icmp[0] == 0
-                    && icmp[4..6] == id.to_be_bytes()
-                    && icmp[6..8] == seq.to_be_bytes()
-                {
-                    replies += 1;
-                    break;
-                }
-            }
-        }
-        Ok(replies)
-    })?;
-    h.join().map_err(|_| anyhow::anyhow!("pinger panicked"))?
-}
-
-fn checksum(b: &[u8]) -> u16 {
-    let mut sum: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[test]
 fn ping_through_bond_over_three_paths() {
     let Some(_lock) = netns_or_skip("ping_through_bond_over_three_paths") else {
         return;
     };
     let (topo, d) = bring_up(3, 3, None).unwrap();
-    let replies = ping(&topo, BOND_B, 10).unwrap();
+    let replies = common::ping(&topo.ns_a, BOND_B, 10).unwrap();
     assert!(replies >= 9, "{replies}/10 echo replies through the bond");
     // The replies crossed braid: side b received data on its paths.
     let b = paths_of(&d.status_b().unwrap());
@@ -229,7 +92,15 @@ fn tcp_transfer_through_bond_is_intact() {
     let (topo, d) = bring_up(3, 3, Some(20)).unwrap();
     let before = paths_of(&d.status_a().unwrap());
     let limit = 16 << 20;
-    let (sent, got) = tcp_flow(&topo, 5001, 30.0, limit, Arc::new(AtomicU64::new(0))).unwrap();
+    let (sent, got) = common::tcp_flow(
+        &topo,
+        BOND_B,
+        5001,
+        30.0,
+        limit,
+        Arc::new(AtomicU64::new(0)),
+    )
+    .unwrap();
     assert_eq!(sent, limit);
     assert_eq!(got, limit, "every byte arrived, in order");
     // One TCP flow used more than one path.
@@ -268,7 +139,15 @@ fn full_size_tcp_segments_cross_in_parts() {
     d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))
         .unwrap();
     let limit = 8 << 20;
-    let (sent, got) = tcp_flow(&topo, 5002, 30.0, limit, Arc::new(AtomicU64::new(0))).unwrap();
+    let (sent, got) = common::tcp_flow(
+        &topo,
+        BOND_B,
+        5002,
+        30.0,
+        limit,
+        Arc::new(AtomicU64::new(0)),
+    )
+    .unwrap();
     assert_eq!((sent, got), (limit, limit), "every byte arrived, in order");
     let a = d.status_a().unwrap();
     let tun_rx = a
@@ -301,7 +180,7 @@ fn path_down_and_up_under_tcp_flow() {
     let received = Arc::new(AtomicU64::new(0));
     let topo = Arc::new(topo);
     let (t2, r2) = (Arc::clone(&topo), Arc::clone(&received));
-    let flow = std::thread::spawn(move || tcp_flow(&t2, 5002, 9.0, u64::MAX, r2));
+    let flow = std::thread::spawn(move || common::tcp_flow(&t2, BOND_B, 5002, 9.0, u64::MAX, r2));
 
     std::thread::sleep(Duration::from_secs(2));
     topo.set_link(1, false).unwrap();
@@ -372,7 +251,15 @@ fn enslave_and_emancipate_at_run_time() {
 
     let before = paths_of(&d.status_a().unwrap());
     let limit = 8 << 20;
-    let (_, got) = tcp_flow(&topo, 5003, 30.0, limit, Arc::new(AtomicU64::new(0))).unwrap();
+    let (_, got) = common::tcp_flow(
+        &topo,
+        BOND_B,
+        5003,
+        30.0,
+        limit,
+        Arc::new(AtomicU64::new(0)),
+    )
+    .unwrap();
     assert_eq!(got, limit);
     let after = paths_of(&d.status_a().unwrap());
     assert!(path(&after, "p0").is_none(), "p0 is gone: {after:?}");
@@ -382,5 +269,5 @@ fn enslave_and_emancipate_at_run_time() {
         p2 > 100_000,
         "the enslaved path carries traffic ({p2} bytes)"
     );
-    assert_eq!(ping(&topo, BOND_B, 3).unwrap(), 3);
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 3).unwrap(), 3);
 }

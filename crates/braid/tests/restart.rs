@@ -79,7 +79,7 @@ fn first_reply(topo: &Topology, from: Instant, limit: Duration) -> Result<Option
                 pkt.extend_from_slice(&id.to_be_bytes());
                 pkt.extend_from_slice(&seq.to_be_bytes());
                 pkt.extend_from_slice(&[0xab; 56]);
-                let ck = checksum(&pkt);
+                let ck = common::checksum(&pkt);
                 pkt[2..4].copy_from_slice(&ck.to_be_bytes());
                 // While the TUN of a restarting side is gone, sends may fail: keep trying.
                 let _ = sock.send_to(&pkt, &to);
@@ -99,18 +99,6 @@ fn first_reply(topo: &Topology, from: Instant, limit: Duration) -> Result<Option
         Ok(None)
     })?;
     h.join().map_err(|_| anyhow::anyhow!("pinger panicked"))?
-}
-
-fn checksum(b: &[u8]) -> u16 {
-    let mut sum = 0u32;
-    for c in b.chunks(2) {
-        let w = u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]);
-        sum += u32::from(w);
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 fn counter(v: &Value, group: &str, key: &str) -> u64 {

@@ -214,7 +214,8 @@ pub fn ping(ns: &str, dst: std::net::Ipv4Addr, count: u16) -> anyhow::Result<u16
     h.join().map_err(|_| anyhow::anyhow!("pinger panicked"))?
 }
 
-fn checksum(b: &[u8]) -> u16 {
+/// The Internet checksum (RFC 1071) of `b`.
+pub fn checksum(b: &[u8]) -> u16 {
     let mut sum: u32 = b
         .chunks(2)
         .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
