@@ -31,7 +31,7 @@ mod notices;
 mod reload;
 mod serial;
 use notices::Notices;
-pub use serial::{SerialCounters, SerialPath};
+pub use serial::{FrameCodec, SerialCounters, SerialPath};
 
 /// Most packets read from one fd per loop turn.
 pub const BATCH: usize = 64;
