@@ -2,7 +2,8 @@
 //!
 //! Checks: the two entry points agree; errors follow the documented order; an accepted
 //! datagram re-emits (`wire::emit`) to exactly the bytes it was read from (all of them
-//! for data, the fixed part for control messages, whose trailing bytes are ignored), and
+//! for data and data parts, the fixed part for control messages, whose trailing bytes are
+//! ignored; a probe's epoch when it is there), and
 //! the re-emitted bytes parse to the same message; `emit` into a buffer one byte short
 //! fails without writing.
 #![no_main]
@@ -33,6 +34,11 @@ fuzz_target!(|data: &[u8]| {
         Some(_) => match MessageType::try_from(data[1]) {
             Err(e) => Some(e),
             Ok(ty) if data.len() < ty.min_len() => Some(WireError::Truncated),
+            // A part's packet kind: Data (0) or PinnedData (4).
+            Ok(MessageType::DataPart) => match data[22] {
+                0 | 4 => None,
+                k => Some(WireError::UnknownType(k)),
+            },
             Ok(_) => None,
         },
     };
@@ -45,14 +51,27 @@ fuzz_target!(|data: &[u8]| {
     let Ok((header, msg)) = parsed else { return };
     let len = msg.wire_len();
     assert!(len <= data.len());
-    if matches!(msg, Message::Data { .. } | Message::PinnedData { .. }) {
-        assert_eq!(
-            len,
-            data.len(),
-            "a data payload is everything after its header"
-        );
-    } else {
-        assert_eq!(len, msg.message_type().min_len());
+    match msg {
+        Message::Data { .. } | Message::PinnedData { .. } | Message::DataPart { .. } => {
+            assert_eq!(
+                len,
+                data.len(),
+                "a data payload is everything after its header"
+            );
+        }
+        // A probe carries the sender's epoch when there are bytes for it.
+        Message::Probe { epoch, .. } => {
+            assert_eq!(
+                len,
+                if epoch.is_some() {
+                    wire::PROBE_EPOCH_LEN
+                } else {
+                    wire::PROBE_LEN
+                }
+            );
+            assert_eq!(epoch.is_some(), data.len() >= wire::PROBE_EPOCH_LEN);
+        }
+        _ => assert_eq!(len, msg.message_type().min_len()),
     }
 
     let mut out = vec![0u8; len];

@@ -334,6 +334,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if b.len() < ty.min_len() {
             return Err(WireError::Truncated);
         }
+        if ty == MessageType::DataPart {
+            // A part's packet is Data or PinnedData; any other kind is refused as an
+            // unknown type, as that type would be.
+            match b.get(field::PART_KIND).copied() {
+                Some(0 | 4) => {}
+                Some(other) => return Err(WireError::UnknownType(other)),
+                None => return Err(WireError::Truncated),
+            }
+        }
         Ok(Self { buffer, ty })
     }
 
@@ -393,6 +402,7 @@ fn decode(b: &[u8], ty: MessageType) -> Message<'_> {
             path_seq: get_u32(b, field::PATH_SEQ),
             part: b.get(field::PART).copied().unwrap_or(0),
             parts: b.get(field::PARTS).copied().unwrap_or(0),
+            // `Packet::new_checked` let only 0 and 4 through.
             kind: match b.get(field::PART_KIND) {
                 Some(4) => MessageType::PinnedData,
                 _ => MessageType::Data,
@@ -908,8 +918,9 @@ mod tests {
             if ty > 5 && bytes.len() >= HEADER_LEN {
                 prop_assert_eq!(r, Err(WireError::UnknownType(ty)));
             } else if ty <= 5 {
-                let ok = bytes.len() >= MessageType::try_from(ty).expect("known").min_len();
-                prop_assert_eq!(r.is_ok(), ok);
+                let long_enough = bytes.len() >= MessageType::try_from(ty).expect("known").min_len();
+                let kind_ok = ty != 5 || matches!(bytes.get(22), Some(0 | 4));
+                prop_assert_eq!(r.is_ok(), long_enough && kind_ok);
             }
         }
     }
