@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::{Mutex, MutexGuard};
 
 use braid::lab::matrix::case::{Case, FaultKind};
 use braid::lab::matrix::{self, Options};
@@ -16,19 +15,6 @@ use braid::lab::matrix::{self, Options};
 const SEEDS: &[u64] = &[178, 54, 58, 137, 204];
 /// Cases that restart one end: SIGKILL and SIGTERM, of a and of b, sealed and plain.
 const RESTART_SEEDS: &[u64] = &[14, 53, 147, 190];
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn lock_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
-    if !common::runs(
-        test,
-        "network namespaces and a TUN device",
-        common::netns_unusable(),
-    ) {
-        return None;
-    }
-    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
-}
 
 fn kinds(seeds: &[u64]) -> BTreeSet<&'static str> {
     seeds
@@ -85,7 +71,7 @@ fn run(seeds: &[u64]) {
 
 #[test]
 fn fault_matrix_fixed_seeds() {
-    let Some(_lock) = lock_or_skip("fault_matrix_fixed_seeds") else {
+    let Some(_lock) = common::netns_or_skip("fault_matrix_fixed_seeds") else {
         return;
     };
     run(SEEDS);
@@ -94,7 +80,7 @@ fn fault_matrix_fixed_seeds() {
 /// Fails until one end's restart no longer black-holes the bond (issue 12, part 1).
 #[test]
 fn fault_matrix_restarts() {
-    let Some(_lock) = lock_or_skip("fault_matrix_restarts") else {
+    let Some(_lock) = common::netns_or_skip("fault_matrix_restarts") else {
         return;
     };
     run(RESTART_SEEDS);

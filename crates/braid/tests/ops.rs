@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use braid::lab::netns::{now, Topology};
@@ -19,19 +19,6 @@ use braid::lab::scenario::key_lines;
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn netns_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
-    if !common::runs(
-        test,
-        "network namespaces and a TUN device",
-        common::netns_unusable(),
-    ) {
-        return None;
-    }
-    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
-}
 
 /// Side a's (or b's) config with the first `paths` links of `topo`; `bond` goes into
 /// `[bond]` after the keys, `p0` into the first path, `tail` at the end.
@@ -132,7 +119,8 @@ class = "1:10"
 
 #[test]
 fn reload_changes_paths_speeds_and_classes_under_a_tcp_flow() {
-    let Some(_lock) = netns_or_skip("reload_changes_paths_speeds_and_classes_under_a_tcp_flow")
+    let Some(_lock) =
+        common::netns_or_skip("reload_changes_paths_speeds_and_classes_under_a_tcp_flow")
     else {
         return;
     };
@@ -239,7 +227,7 @@ fn reload_changes_paths_speeds_and_classes_under_a_tcp_flow() {
 
 #[test]
 fn status_exits_3_when_degraded_and_4_when_down() {
-    let Some(_lock) = netns_or_skip("status_exits_3_when_degraded_and_4_when_down") else {
+    let Some(_lock) = common::netns_or_skip("status_exits_3_when_degraded_and_4_when_down") else {
         return;
     };
     let topo = Topology::new(2).unwrap();
@@ -278,7 +266,7 @@ fn status_exits_3_when_degraded_and_4_when_down() {
 
 #[test]
 fn mismatched_keys_are_said_in_the_log() {
-    let Some(_lock) = netns_or_skip("mismatched_keys_are_said_in_the_log") else {
+    let Some(_lock) = common::netns_or_skip("mismatched_keys_are_said_in_the_log") else {
         return;
     };
     let topo = Topology::new(1).unwrap();

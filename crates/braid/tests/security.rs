@@ -11,13 +11,12 @@
 //! `BRAID_REQUIRE_NETNS=1`. Namespaces `braid-<pid>-<n>-{a,b}` are deleted even on failure.
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use braid::lab::netns::{self, now, Topology};
 use braid::lab::run::Daemons;
 use braid_core::crypto::{OsRng, PrivateKey, PublicKey, Tunnel, TunnelConfig};
@@ -30,19 +29,6 @@ const B_PATH: &str = "10.201.0.2:7000";
 const FWD_A: &str = "10.201.0.2:7100";
 const FWD_B: &str = "10.201.0.2:7101";
 const FWD_B_MOVED: &str = "10.201.0.2:7102";
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn netns_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
-    if !common::runs(
-        test,
-        "network namespaces and a TUN device",
-        common::netns_unusable(),
-    ) {
-        return None;
-    }
-    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
-}
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().expect("address")
@@ -285,13 +271,13 @@ fn foreign_transport() -> Vec<u8> {
 
 #[test]
 fn unauthenticated_datagrams_never_reach_the_tun() {
-    let Some(_g) = netns_or_skip("unauthenticated_datagrams_never_reach_the_tun") else {
+    let Some(_g) = common::netns_or_skip("unauthenticated_datagrams_never_reach_the_tun") else {
         return;
     };
     let (topo, f, d) = bring_up(true, "").expect("bring up");
     let f = f.expect("forwarder");
     // A little traffic so that the forwarder captures data datagrams.
-    tcp_flow(&topo, 5301, 1.0, 200_000).expect("flow");
+    common::tcp_flow(&topo, BOND_B, 5301, 1.0, 200_000, Default::default()).expect("flow");
     let real = f.captured();
     let st = d.status_b().expect("status");
     let b_public =
@@ -344,7 +330,8 @@ fn unauthenticated_datagrams_never_reach_the_tun() {
 /// lower key dropped the peer's initiation while its own was lost). Prints the figure.
 #[test]
 fn both_ends_started_together_are_up_within_a_second() {
-    let Some(_g) = netns_or_skip("both_ends_started_together_are_up_within_a_second") else {
+    let Some(_g) = common::netns_or_skip("both_ends_started_together_are_up_within_a_second")
+    else {
         return;
     };
     let topo = Topology::new(1).expect("topology");
@@ -365,7 +352,7 @@ fn both_ends_started_together_are_up_within_a_second() {
 
 #[test]
 fn rekey_under_a_tcp_flow_loses_nothing() {
-    let Some(_g) = netns_or_skip("rekey_under_a_tcp_flow_loses_nothing") else {
+    let Some(_g) = common::netns_or_skip("rekey_under_a_tcp_flow_loses_nothing") else {
         return;
     };
     // Each side asks for new keys every second; the core sends at most one initiation
@@ -375,7 +362,8 @@ fn rekey_under_a_tcp_flow_loses_nothing() {
         &d.status_b().expect("status"),
         &["encryption", "events", "sessions_created"],
     );
-    let (sent, got) = tcp_flow(&topo, 5302, 11.0, u64::MAX).expect("flow");
+    let (sent, got) =
+        common::tcp_flow(&topo, BOND_B, 5302, 11.0, u64::MAX, Default::default()).expect("flow");
     assert_eq!(
         sent, got,
         "every byte arrived, in order (checked by the receiver)"
@@ -392,7 +380,7 @@ fn rekey_under_a_tcp_flow_loses_nothing() {
 
 #[test]
 fn nat_rebinding_keeps_the_path() {
-    let Some(_g) = netns_or_skip("nat_rebinding_keeps_the_path") else {
+    let Some(_g) = common::netns_or_skip("nat_rebinding_keeps_the_path") else {
         return;
     };
     let (topo, f, d) = bring_up(true, "").expect("bring up");
@@ -414,7 +402,8 @@ fn nat_rebinding_keeps_the_path() {
         moved.as_secs_f64()
     );
     // Traffic from a now comes to b from port 7102; b follows and answers there.
-    let (sent, got) = tcp_flow(&topo, 5303, 2.0, 2_000_000).expect("flow after rebinding");
+    let (sent, got) = common::tcp_flow(&topo, BOND_B, 5303, 2.0, 2_000_000, Default::default())
+        .expect("flow after rebinding");
     assert_eq!(sent, got);
     let sb = d.status_b().expect("status");
     assert_eq!(sb["io"][0]["remote"].as_str(), Some(FWD_B_MOVED), "{sb}");
@@ -428,7 +417,7 @@ fn nat_rebinding_keeps_the_path() {
 /// Prints how long the path took to come up (6 s in the first-use review).
 #[test]
 fn wrong_remote_is_found_by_roaming() {
-    let Some(_g) = netns_or_skip("wrong_remote_is_found_by_roaming") else {
+    let Some(_g) = common::netns_or_skip("wrong_remote_is_found_by_roaming") else {
         return;
     };
     let topo = Topology::new(1).expect("topology");
@@ -449,7 +438,7 @@ fn wrong_remote_is_found_by_roaming() {
 
 #[test]
 fn handshake_flood_leaves_throughput() {
-    let Some(_g) = netns_or_skip("handshake_flood_leaves_throughput") else {
+    let Some(_g) = common::netns_or_skip("handshake_flood_leaves_throughput") else {
         return;
     };
     let (topo, _f, d) = bring_up(false, "").expect("bring up");
@@ -462,7 +451,8 @@ fn handshake_flood_leaves_throughput() {
     .expect("key");
     let mbit = |port: u16| -> f64 {
         let t0 = now();
-        let (sent, got) = tcp_flow(&topo, port, 3.0, u64::MAX).expect("flow");
+        let (sent, got) =
+            common::tcp_flow(&topo, BOND_B, port, 3.0, u64::MAX, Default::default()).expect("flow");
         assert_eq!(sent, got);
         got as f64 * 8.0 / (now() - t0).as_secs_f64() / 1e6
     };
@@ -522,7 +512,7 @@ fn handshake_flood_leaves_throughput() {
 /// the real handshakes got one only by chance.)
 #[test]
 fn junk_flood_does_not_stop_rekeying() {
-    let Some(_g) = netns_or_skip("junk_flood_does_not_stop_rekeying") else {
+    let Some(_g) = common::netns_or_skip("junk_flood_does_not_stop_rekeying") else {
         return;
     };
     let (topo, _f, d) = bring_up(false, "rekey_after_s = 1").expect("bring up");
@@ -608,76 +598,4 @@ fn junk_flood_does_not_stop_rekeying() {
         0
     );
     assert_eq!(e["established"], true);
-}
-
-/// The byte at offset `i` of the test stream (not periodic).
-fn pattern(i: u64) -> u8 {
-    let mut z = (i / 8).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).to_le_bytes()[(i % 8) as usize]
-}
-
-/// One TCP connection a -> b through the bond for `secs` or `limit` bytes; the receiver
-/// checks every byte. Returns (sent, received).
-fn tcp_flow(topo: &Topology, port: u16, secs: f64, limit: u64) -> Result<(u64, u64)> {
-    let to = SocketAddr::V4(SocketAddrV4::new(BOND_B, port));
-    let rx = netns::spawn_in_netns(&topo.ns_b, move || -> Result<u64> {
-        let listener = TcpListener::bind(to).context("bind in b")?;
-        listener.set_nonblocking(true)?;
-        let end = now() + Duration::from_secs(10);
-        let mut s = loop {
-            match listener.accept() {
-                Ok((s, _)) => break s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && now() < end => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => bail!("accept: {e}"),
-            }
-        };
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let mut buf = vec![0u8; 65536];
-        let mut off = 0u64;
-        loop {
-            let n = s.read(&mut buf).context("read in b")?;
-            if n == 0 {
-                return Ok(off);
-            }
-            for (k, &b) in buf[..n].iter().enumerate() {
-                if b != pattern(off + k as u64) {
-                    bail!("byte {} differs", off + k as u64);
-                }
-            }
-            off += n as u64;
-        }
-    })?;
-    std::thread::sleep(Duration::from_millis(200));
-    let tx = netns::spawn_in_netns(&topo.ns_a, move || -> Result<u64> {
-        let mut s =
-            TcpStream::connect_timeout(&to, Duration::from_secs(5)).context("connect from a")?;
-        s.set_write_timeout(Some(Duration::from_secs(10)))?;
-        let end = now() + Duration::from_secs_f64(secs);
-        let mut buf = vec![0u8; 65536];
-        let mut off = 0u64;
-        while off < limit && now() < end {
-            let n = (limit - off).min(buf.len() as u64) as usize;
-            for (k, b) in buf[..n].iter_mut().enumerate() {
-                *b = pattern(off + k as u64);
-            }
-            s.write_all(&buf[..n]).context("write from a")?;
-            off += n as u64;
-        }
-        s.shutdown(std::net::Shutdown::Write)?;
-        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-        let _ = s.read(&mut [0u8; 1]);
-        Ok(off)
-    })?;
-    let sent = tx
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    let got = rx
-        .join()
-        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
-    Ok((sent, got))
 }

@@ -71,6 +71,20 @@ pub fn runs(test: &str, needs: &str, why: Option<&str>) -> bool {
     false
 }
 
+/// The lock that runs a test binary's namespace tests one at a time, or None (with a
+/// message, see [`runs`]) when namespaces cannot be used here.
+pub fn netns_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if !runs(
+        test,
+        "network namespaces and a TUN device",
+        netns_unusable(),
+    ) {
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// True when a namespace test over emulated serial lines may run: namespaces and `ping`
 /// (see [`runs`]).
 pub fn serial_netns_usable(what: &str) -> bool {
