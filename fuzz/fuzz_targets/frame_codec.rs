@@ -1,7 +1,7 @@
 //! The serial frame codec the daemon runs (`braid::daemon::FrameCodec`: SLIP, SLIP6 or
 //! CSLIP framing, the short data header, bond or `raw-ip` mode).
 //!
-//! Input: a config byte (framing, mode, chunk length), then line bytes. Checks:
+//! Input: a config byte (framing, mode, CRC, chunk length), then line bytes. Checks:
 //! - decoding any line bytes, in chunks, never panics, every datagram fits the frame
 //!   limit (CSLIP may grow a frame by the header it rebuilds) and the counters add up;
 //! - for SLIP and SLIP6, datagrams cut from the same bytes (a braid data header in front
@@ -25,10 +25,14 @@ fuzz_target!(|data: &[u8]| {
         _ => Framing::Cslip,
     };
     let raw_ip = cfg & 0x04 != 0;
+    // A bond line without keys: frames end in a CRC-32.
+    let crc = !raw_ip && cfg & 0x80 != 0;
     let chunk = usize::from(cfg >> 3) + 1;
     let fresh = || {
         if raw_ip {
             FrameCodec::raw_ip(framing, MTU)
+        } else if crc {
+            FrameCodec::new(framing, MTU).with_crc()
         } else {
             FrameCodec::new(framing, MTU)
         }

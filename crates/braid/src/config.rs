@@ -169,15 +169,10 @@ pub struct UdpSettings {
 pub const LINK_MTU_DEFAULT: u32 = 1500;
 
 /// Largest braid datagram on a UDP path to `remote` over a link of `link_mtu`: less
-/// the IP and UDP headers, and the envelope when `sealed`.
+/// the IP and UDP headers and the envelope ([`crate::seal::udp_overhead`]).
 pub fn udp_max_datagram(remote: &SocketAddr, link_mtu: u32, sealed: bool) -> usize {
     let ip_udp = if remote.is_ipv4() { 20 + 8 } else { 40 + 8 };
-    let seal = if sealed {
-        braid_core::crypto::envelope::OVERHEAD
-    } else {
-        0
-    };
-    (link_mtu as usize).saturating_sub(ip_udp + seal)
+    (link_mtu as usize).saturating_sub(ip_udp + crate::seal::udp_overhead(sealed))
 }
 
 /// `kind = "serial"`: the path's line.
@@ -199,6 +194,9 @@ pub struct SerialSettings {
     /// What the frames carry: braid datagrams (a bonded path) or the TUN's IP packets as
     /// they are, for a classic SLIP/CSLIP peer.
     pub mode: SerialMode,
+    /// Frames end in a CRC-32 (`mode = "bond"` without keys: nothing else would catch
+    /// line noise; sealed datagrams carry their own tag, raw IP is the kernel's format).
+    pub crc: bool,
 }
 
 /// `mode` of a serial path.
@@ -1027,6 +1025,11 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         base,
     )?;
     let run_as = run_as(b.user.as_ref(), b.group.as_ref())?;
+    for p in &mut paths {
+        if let Transport::Serial(s) = &mut p.transport {
+            s.crc = s.mode == SerialMode::Bond && !encryption.is_sealed();
+        }
+    }
     let bond = BondSettings {
         interface,
         address,
@@ -1234,6 +1237,7 @@ fn serial_path(
         mtu: if p.mtu.is_some() { mtu } else { datagram },
         auto_bps: p.bps.as_ref().is_none_or(|b| *b.get_ref() == 0),
         mode,
+        crc: false,
     })
 }
 

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use crate::config::{self, termios_baud, Config, PathSettings, Transport, UdpSettings};
 use crate::control::{self, ControlServer, Request};
 use crate::log::{dlog, dwarn, Level};
-use crate::seal::{Incoming, Roaming, Sealer};
+use crate::seal::{Incoming, Roaming, Sealer, LINE_PEER};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
@@ -89,13 +89,6 @@ pub struct UdpIo {
     /// When `remote` may move to a new source address (`seal::Roaming`).
     roam: Roaming,
 }
-
-/// The peer address a serial path's datagrams are opened and sealed with: a line has no
-/// addresses, so there is nothing to roam to.
-const LINE_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
-    std::net::Ipv4Addr::UNSPECIFIED,
-    0,
-));
 
 /// What carries a path: a UDP socket or a serial line.
 #[derive(Debug)]
@@ -648,14 +641,12 @@ impl Daemon {
                 }
                 return;
             }
-            // A line has no addresses: its peer is whoever is at the other end.
             let scratch = &mut self.open_buf;
             let mut replies: Vec<Vec<u8>> = Vec::new();
             let r = s.read(&mut self.rx_buf, BATCH, &mut |d| {
                 scratch.clear();
                 scratch.extend_from_slice(d);
-                let mut peer = LINE_PEER;
-                match sealer.incoming(now, &mut peer, &mut Roaming::default(), LINE_PEER, scratch) {
+                match sealer.incoming_line(now, scratch) {
                     Incoming::Deliver(d) => bond.handle_datagram(now, id, d),
                     Incoming::Reply(r) => replies.push(r.to_vec()),
                     Incoming::Drop => {}
@@ -909,7 +900,11 @@ fn send(sealer: &mut Sealer, bond: &mut Bond, now: Instant, p: &mut PathIo, data
         data.get(1).copied().map(MessageType::try_from),
         Some(Ok(MessageType::Data | MessageType::PinnedData))
     );
-    let Some(sealed) = sealer.outgoing(now, data) else {
+    let sealed = match p.carrier {
+        Carrier::Udp(_) => sealer.outgoing(now, data),
+        Carrier::Serial(_) => sealer.outgoing_line(now, data),
+    };
+    let Some(sealed) = sealed else {
         return;
     };
     match &mut p.carrier {

@@ -15,9 +15,12 @@
 //! - **Handshakes**: initiations and keepalives from [`Sealer::poll_transmit`] go out on
 //!   every path with an open socket (an initiation is 148 bytes; the peer answers every
 //!   copy, on its own path, with the same response). The first handshake starts at once.
-//! - `encryption = "none"`: datagrams pass unchanged, and only datagrams from the path's
-//!   configured remote address are accepted (`unknown_source`), as the connected sockets
-//!   of earlier versions did.
+//! - `encryption = "none"`: only datagrams from a UDP path's configured remote address
+//!   are accepted (`unknown_source`), and each carries verification tags
+//!   ([`braid_core::plain`]) so that a spoofer who cannot see the path cannot inject:
+//!   datagrams without our tag are refused (`tags.wrong_tag`) and answered with a hint
+//!   that lets a restarted peer learn our tag. Serial lines have no addresses to spoof;
+//!   their datagrams pass as they are (the frame codec checks a CRC-32 on plain lines).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -27,6 +30,7 @@ use braid_core::crypto::{
     Opened, Rejected, ReplayWindow, SealError, SessionId, Tunnel, TunnelConfig,
 };
 use braid_core::crypto::{OsRng, PrivateKey};
+use braid_core::plain::{self, PlainTags, TAG_HEADER_LEN};
 use braid_core::Instant;
 use serde_json::{json, Map, Value};
 
@@ -110,6 +114,23 @@ pub struct SealCounters {
     pub handshake_flood_dropped: u64,
 }
 
+/// The address a serial line's datagrams are said to come from (the tunnel keys its
+/// per-source state by address).
+pub const LINE_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    0,
+));
+
+/// Bytes the sealer adds to a datagram on a UDP path: the AEAD envelope with keys, the
+/// verification tags without.
+pub fn udp_overhead(sealed: bool) -> usize {
+    if sealed {
+        OVERHEAD
+    } else {
+        TAG_HEADER_LEN
+    }
+}
+
 /// The shortest silence of a path's peer address before the path may move.
 const MIN_ROAM_QUIET: Duration = Duration::from_millis(100);
 
@@ -129,6 +150,8 @@ pub fn replay_window_bits(cfg: &Config) -> usize {
 /// The crypto between a bond and its path sockets. See the module documentation.
 pub struct Sealer {
     tunnel: Option<Tunnel>,
+    /// Without keys: the verification tags of UDP paths.
+    tags: PlainTags,
     /// Scratch for sealing and for the tunnel's own transmits.
     buf: Vec<u8>,
     counters: SealCounters,
@@ -156,6 +179,7 @@ impl Sealer {
     pub fn new(cfg: &Config, now: Instant) -> Sealer {
         let window_bits = replay_window_bits(cfg);
         let mut rekey_every = None;
+        let tags = PlainTags::new(rand_core::RngCore::next_u64(&mut OsRng));
         let tunnel = match &cfg.bond.encryption {
             Encryption::None => None,
             Encryption::Keys(k) => {
@@ -179,6 +203,7 @@ impl Sealer {
         Sealer {
             roam_quiet,
             tunnel,
+            tags,
             buf: vec![0; MAX_DATAGRAM + OVERHEAD],
             counters: SealCounters::default(),
             rekey_every,
@@ -193,21 +218,31 @@ impl Sealer {
         self.tunnel.is_some()
     }
 
-    /// Bytes sealing adds to a datagram (0 without encryption).
+    /// Bytes sealing adds to a datagram on a UDP path.
     pub fn overhead(&self) -> usize {
-        if self.enabled() {
-            OVERHEAD
-        } else {
-            0
-        }
+        udp_overhead(self.enabled())
     }
 
-    /// The bytes to send for one datagram of the bond: `datagram` itself without
-    /// encryption, else the sealed copy. `None`: dropped (no session yet; counted).
+    /// The bytes to send for one datagram of the bond on a UDP path: with keys the sealed
+    /// copy, else the datagram in its tag envelope. `None`: dropped (no session yet;
+    /// counted).
     pub fn outgoing<'a>(&'a mut self, now: Instant, datagram: &'a [u8]) -> Option<&'a [u8]> {
+        if self.tunnel.is_none() {
+            self.tags.wrap(datagram, &mut self.buf);
+            return Some(&self.buf);
+        }
+        self.outgoing_line(now, datagram)
+    }
+
+    /// The bytes to send for one datagram of the bond on a serial line: with keys the
+    /// sealed copy, else `datagram` itself. `None`: dropped (no session yet; counted).
+    pub fn outgoing_line<'a>(&'a mut self, now: Instant, datagram: &'a [u8]) -> Option<&'a [u8]> {
         let Some(t) = &mut self.tunnel else {
             return Some(datagram);
         };
+        if self.buf.len() < MAX_DATAGRAM + OVERHEAD {
+            self.buf.resize(MAX_DATAGRAM + OVERHEAD, 0);
+        }
         match t.seal_from(now, datagram, &mut self.buf) {
             Ok(n) => self.buf.get(..n),
             Err(SealError::NoSession | SealError::BufferTooSmall) => {
@@ -215,6 +250,16 @@ impl Sealer {
                 None
             }
         }
+    }
+
+    /// Process a datagram read from a serial line, in place (a line has no addresses:
+    /// its peer is whoever is at the other end).
+    pub fn incoming_line<'a>(&mut self, now: Instant, bytes: &'a mut [u8]) -> Incoming<'a> {
+        if self.tunnel.is_none() {
+            return Incoming::Deliver(bytes);
+        }
+        let mut peer = LINE_PEER;
+        self.incoming(now, &mut peer, &mut Roaming::default(), LINE_PEER, bytes)
     }
 
     /// Process a datagram from `src` on a path whose peer address is `*remote` (and
@@ -233,7 +278,20 @@ impl Sealer {
                 self.counters.unknown_source += 1;
                 return Incoming::Drop;
             }
-            return Incoming::Deliver(bytes);
+            return match self.tags.open(now, bytes) {
+                plain::Opened::Deliver([]) => Incoming::Drop,
+                plain::Opened::Deliver(_) => {
+                    Incoming::Deliver(bytes.get(TAG_HEADER_LEN..).unwrap_or_default())
+                }
+                plain::Opened::Hint(h) => match bytes.get_mut(..TAG_HEADER_LEN) {
+                    Some(out) => {
+                        out.copy_from_slice(&h);
+                        Incoming::Reply(out)
+                    }
+                    None => Incoming::Drop,
+                },
+                plain::Opened::Drop => Incoming::Drop,
+            };
         };
         match t.open(now, src, bytes) {
             Ok(Opened::Data {
@@ -384,6 +442,7 @@ impl Sealer {
             return json!({
                 "enabled": false,
                 "counters": self.counters(),
+                "tags": self.tags.counters(),
             });
         };
         let c = t.counters();
@@ -417,9 +476,14 @@ pub fn render_status(e: &Value) -> String {
     let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
     let c = e.get("counters").unwrap_or(&Value::Null);
     if e.get("enabled") != Some(&Value::Bool(true)) {
+        let t = e.get("tags").unwrap_or(&Value::Null);
         return format!(
-            "encryption: NONE (datagrams from unknown sources dropped {})\n",
-            n(c, "unknown_source")
+            "encryption: NONE; dropped: unknown source {}, wrong tag {}, malformed {}; tag hints sent {}, peer tag changes {}\n",
+            n(c, "unknown_source"),
+            n(t, "wrong_tag"),
+            n(t, "malformed"),
+            n(t, "hints_sent"),
+            n(t, "peer_tag_changes"),
         );
     }
     let ev = e.get("events").unwrap_or(&Value::Null);
@@ -504,25 +568,118 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// `d` from the configured remote `src` of a plain path.
+    fn recv<'a>(s: &mut Sealer, src: &str, d: &'a mut [u8]) -> Incoming<'a> {
+        let mut remote = addr(src);
+        s.incoming(
+            Instant::ZERO,
+            &mut remote,
+            &mut Roaming::default(),
+            addr(src),
+            d,
+        )
+    }
+
+    /// Two plain sealers that know each other's tags: `a`'s first datagram is answered
+    /// with a hint, which `a` accepts.
+    fn plain_pair(now: Instant) -> (Sealer, Sealer) {
+        let c = config("encryption = \"none\"");
+        let (mut a, mut b) = (Sealer::new(&c, now), Sealer::new(&c, now));
+        let mut d = a.outgoing(now, b"hello").expect("plain").to_vec();
+        let Incoming::Reply(hint) = recv(&mut b, "127.0.0.1:7000", &mut d) else {
+            panic!("b did not hint");
+        };
+        let mut hint = hint.to_vec();
+        let r = recv(&mut a, "127.0.0.1:7001", &mut hint);
+        assert_eq!(r, Incoming::Drop, "a hint is nothing for the bond");
+        (a, b)
+    }
+
     #[test]
-    fn none_passes_and_filters_sources() {
+    fn plain_datagrams_need_the_receivers_tag() {
+        let now = Instant::ZERO;
+        let (mut a, mut b) = plain_pair(now);
+        let mut d = a.outgoing(now, b"data").unwrap().to_vec();
+        assert_eq!(d.len(), 4 + TAG_HEADER_LEN);
+        assert_eq!(
+            recv(&mut b, "127.0.0.1:7000", &mut d),
+            Incoming::Deliver(&b"data"[..])
+        );
+        // Review M4/M3: a spoofed data datagram from the configured remote, with a far
+        // sequence number, without B's tag (bare, or in an envelope with a guessed tag):
+        // refused, never delivered; B's view of A is unchanged.
+        let mut far = vec![0u8; braid_core::wire::DATA_HEADER_LEN + 20];
+        let h = braid_core::wire::Header {
+            path: 0,
+            timestamp: 0,
+        };
+        braid_core::wire::emit_data_header(&h, 1 << 40, 1, &mut far).unwrap();
+        let mut guessed = vec![plain::TAGGED_VERSION];
+        guessed.extend_from_slice(&7u64.to_be_bytes());
+        guessed.extend_from_slice(&8u64.to_be_bytes());
+        guessed.extend_from_slice(&far);
+        for forged in [&mut far, &mut guessed] {
+            let r = recv(&mut b, "127.0.0.1:7000", forged);
+            assert!(!matches!(r, Incoming::Deliver(_)));
+        }
+        let t = b.tags.counters();
+        assert_eq!((t.malformed, t.wrong_tag, t.peer_tag_changes), (1, 2, 1));
+        let mut d = a.outgoing(now, b"still").unwrap().to_vec();
+        assert_eq!(
+            recv(&mut b, "127.0.0.1:7000", &mut d),
+            Incoming::Deliver(&b"still"[..])
+        );
+    }
+
+    #[test]
+    fn a_restarted_plain_peer_is_heard_after_one_hint() {
+        let now = Instant::ZERO;
+        let (_a, mut b) = plain_pair(now);
+        let mut a2 = Sealer::new(&config("encryption = \"none\""), now);
+        // B goes on naming the old run's tag: A2 refuses it and hints.
+        let mut d = b.outgoing(now, b"to old a").unwrap().to_vec();
+        let Incoming::Reply(hint) = recv(&mut a2, "127.0.0.1:7001", &mut d) else {
+            panic!("a2 did not hint");
+        };
+        let mut hint = hint.to_vec();
+        assert_eq!(recv(&mut b, "127.0.0.1:7000", &mut hint), Incoming::Drop);
+        // B now names A2's tag: A2 accepts and learns B's.
+        let mut d = b.outgoing(now, b"to a2").unwrap().to_vec();
+        assert_eq!(
+            recv(&mut a2, "127.0.0.1:7001", &mut d),
+            Incoming::Deliver(&b"to a2"[..])
+        );
+        let mut d = a2.outgoing(now, b"back").unwrap().to_vec();
+        assert_eq!(
+            recv(&mut b, "127.0.0.1:7000", &mut d),
+            Incoming::Deliver(&b"back"[..])
+        );
+        assert_eq!(b.tags.peer(), Some(a2.tags.own()));
+    }
+
+    #[test]
+    fn none_passes_lines_and_filters_sources() {
         let now = Instant::ZERO;
         let mut s = Sealer::new(&config("encryption = \"none\""), now);
         assert!(!s.enabled());
-        assert_eq!(s.outgoing(now, b"abc"), Some(&b"abc"[..]));
+        assert_eq!(s.outgoing_line(now, b"abc"), Some(&b"abc"[..]));
+        let mut line = *b"abc";
+        assert_eq!(
+            s.incoming_line(now, &mut line),
+            Incoming::Deliver(&b"abc"[..])
+        );
         assert_eq!(s.poll_transmit(now), None);
         let mut remote = addr("127.0.0.1:7001");
-        let mut d = *b"xyz";
-        assert_eq!(
-            s.incoming(
-                now,
-                &mut remote,
-                &mut Roaming::default(),
-                addr("127.0.0.1:7001"),
-                &mut d
-            ),
-            Incoming::Deliver(&b"xyz"[..])
+        let mut d = s.outgoing(now, b"xyz").unwrap().to_vec();
+        // Its own datagram names no receiver's tag it knows: refused (and hinted).
+        let r = s.incoming(
+            now,
+            &mut remote,
+            &mut Roaming::default(),
+            addr("127.0.0.1:7001"),
+            &mut d,
         );
+        assert!(matches!(r, Incoming::Reply(_)));
         assert_eq!(
             s.incoming(
                 now,

@@ -253,6 +253,10 @@ pub fn render(resp: &Value) -> String {
             "drop_partial",
             "dropped from peer: packets with a part missing",
         ),
+        (
+            "drop_fragment_group",
+            "dropped: fragments of datagrams that lost a fragment",
+        ),
     ]
     .iter()
     .filter(|(k, _)| u(c, k) > 0)

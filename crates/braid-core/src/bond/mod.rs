@@ -36,6 +36,7 @@ use self::link::{Link, Queued};
 pub use self::shaping::{AUTO_HEADROOM, SHAPER_ROOM};
 pub use self::status::{BondCounters, BondStatus, Event, PathStatus};
 use crate::cc::CcConfig;
+use crate::fragments::DoomedGroups;
 use crate::path::{HealthConfig, LinkState, Transition};
 use crate::reorder::{Inserted, ReorderBuffer};
 use crate::sched::adaptive;
@@ -179,6 +180,8 @@ pub struct Bond {
     reorder: ReorderBuffer,
     deadline: Deadline,
     pool: Vec<Vec<u8>>,
+    /// IP fragment groups that lost a fragment here.
+    doomed: DoomedGroups,
     states: Vec<PathState>,
     events: VecDeque<Event>,
     counters: BondCounters,
@@ -202,6 +205,7 @@ impl Bond {
             reorder: ReorderBuffer::new(cfg.reorder_capacity),
             deadline: Deadline::new(cfg.reorder_max),
             pool: Vec::new(),
+            doomed: DoomedGroups::default(),
             states: Vec::new(),
             events: VecDeque::new(),
             counters: BondCounters::default(),
@@ -301,6 +305,10 @@ impl Bond {
 
     /// Number a packet and queue it on the path(s) the scheduler chooses.
     fn schedule_packet(&mut self, now: Instant, packet: &[u8]) {
+        if self.doomed.dooms(now, packet) {
+            self.counters.drop_fragment_group += 1;
+            return;
+        }
         let segment = retransmit::segment_key(packet);
         if segment.is_some_and(|key| self.holds_segment(key)) {
             self.counters.drop_redundant_retransmit += 1;
@@ -334,6 +342,7 @@ impl Bond {
             let limit = self.cfg.queue_max_delay + equalized.saturating_sub(base);
             if self.queue_over(id, limit) {
                 self.counters.drop_queue += 1;
+                self.doomed.dropped(now, packet);
                 return;
             }
         }
@@ -430,6 +439,7 @@ impl Bond {
         let mut left = self.links.iter().filter(|l| wanted(l)).count();
         if left == 0 {
             self.counters.drop_no_path += 1;
+            self.doomed.dropped(now, &buf);
             self.recycle(buf);
             return false;
         }
@@ -450,6 +460,7 @@ impl Bond {
             };
             if self.links[i].queue.len() >= MAX_QUEUE_PACKETS {
                 self.counters.drop_queue += 1;
+                self.doomed.dropped(now, &b);
                 self.recycle(b);
             } else {
                 self.links[i].push(Queued {

@@ -66,6 +66,9 @@ pub struct BondCounters {
     pub drop_no_path: u64,
     /// Dropped: waited too long in braid's queue.
     pub drop_queue: u64,
+    /// Dropped: an IP fragment whose datagram already lost another fragment here (the
+    /// rest of it would be sent for nothing; `braid_core::fragments`).
+    pub drop_fragment_group: u64,
     /// Dropped: too large for the MTU.
     pub drop_too_big: u64,
     /// Dropped: a TCP retransmission of a segment still in a path's queue (the queued

@@ -792,3 +792,44 @@ fn a_serial_lines_queue_is_timed_at_its_pace_not_at_the_ack_estimate() {
     // The estimate did differ from the pace on some line (else this proves nothing).
     assert!(checked > 0);
 }
+
+/// Issue 12 part 9: when the bond drops a fragment (no path, a full queue), the other
+/// fragments of its datagram are dropped too rather than sent for nothing.
+#[test]
+fn a_dropped_fragment_takes_its_datagrams_other_fragments_along() {
+    use crate::fragments::v4_fragment;
+    let mut pair = Pair::new(BondConfig::default());
+    let now = Instant::from_millis(1);
+    // No path yet: every packet is dropped for want of one.
+    pair.a
+        .handle_tun_packet(now, &v4_fragment(5, 0, true, 1400));
+    pair.a
+        .handle_tun_packet(now, &v4_fragment(6, 0, false, 600)); // whole
+    pair.a
+        .handle_tun_packet(now, &v4_fragment(5, 172, true, 1400));
+    pair.a
+        .handle_tun_packet(now, &v4_fragment(5, 344, false, 300));
+    let c = pair.a.status().counters;
+    assert_eq!((c.drop_no_path, c.drop_fragment_group), (2, 2));
+    // With a path up, the same datagram's late fragments are still dropped; another
+    // datagram's go through whole.
+    pair.add_path(path("p"), link(10, 5, 1));
+    pair.run_until(Instant::from_millis(1000), |_| {});
+    let mut step = 0;
+    pair.run_until(Instant::from_millis(1500), |p| {
+        if step == 0 {
+            let now = p.now;
+            p.a.handle_tun_packet(now, &v4_fragment(5, 344, false, 300));
+            p.a.handle_tun_packet(now, &v4_fragment(7, 0, true, 1400));
+            p.a.handle_tun_packet(now, &v4_fragment(7, 172, false, 300));
+            step = 1;
+        }
+    });
+    assert_eq!(pair.a.status().counters.drop_fragment_group, 3);
+    let ids: Vec<u16> = pair
+        .delivered_b
+        .iter()
+        .map(|p| u16::from_be_bytes([p[4], p[5]]))
+        .collect();
+    assert_eq!(ids, vec![7, 7]);
+}

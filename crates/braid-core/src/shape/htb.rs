@@ -18,6 +18,7 @@ use core::fmt;
 
 use super::classify::Classifier;
 use super::spec::{ClassId, ClassSpec, ShapeSpec};
+use crate::fragments::DoomedGroups;
 use crate::Instant;
 
 mod class;
@@ -136,6 +137,8 @@ pub struct Shaper {
     slab: Slab,
     backlog: usize,
     wakeup: Option<Instant>,
+    /// Fragment groups one of whose fragments was dropped: the rest go too.
+    doomed: DoomedGroups,
 }
 
 /// Nanoseconds since zero.
@@ -396,6 +399,7 @@ impl Shaper {
             slab: Slab::default(),
             backlog: 0,
             wakeup: None,
+            doomed: DoomedGroups::default(),
         };
         shaper.rebuild(t);
         Ok((shaper, warnings))
@@ -437,8 +441,15 @@ impl Shaper {
         let Some(leaf) = cl.leaf.as_mut() else {
             return Enqueued::Dropped(id);
         };
+        // A fragment of a datagram that lost another fragment goes too; a dropped
+        // fragment dooms its group (`fragments`).
+        if self.doomed.dooms(now, packet) {
+            leaf.dropped += 1;
+            return Enqueued::Dropped(id);
+        }
         if leaf.queue.len() >= limit {
             leaf.dropped += 1;
+            self.doomed.dropped(now, packet);
             return Enqueued::Dropped(id);
         }
         let was_idle = leaf.queue.is_empty();
@@ -447,6 +458,7 @@ impl Shaper {
         }
         if !leaf.queue.push(&mut self.slab, packet) {
             leaf.dropped += 1;
+            self.doomed.dropped(now, packet);
             return Enqueued::Dropped(id);
         }
         self.backlog += 1;
@@ -489,11 +501,11 @@ impl Shaper {
             self.backlog -= 1;
             let pkt = self.slab.get(slot);
             let len = pkt.len();
-            let fits = buf.len() >= len;
-            if let Some(dst) = buf.get_mut(..len) {
-                dst.copy_from_slice(pkt);
-            } else {
-                lf.dropped += 1;
+            // Too long for `buf`, or a fragment of a doomed group: dropped, not charged.
+            let fits = buf.len() >= len && !self.doomed.dooms(now, pkt);
+            match buf.get_mut(..len) {
+                Some(dst) if fits => dst.copy_from_slice(pkt),
+                _ => lf.dropped += 1,
             }
             self.slab.put(slot);
             // `htb_dequeue_tree`: DRR with a per-level deficit.

@@ -157,9 +157,10 @@ fn defaults() {
             ..d
         }
     );
-    // A path's datagram: its link's MTU less IPv4 and UDP headers and the envelope.
+    // A path's datagram: its link's MTU less IPv4 and UDP headers and the envelope (sealed)
+    // or the verification tags (plain).
     assert_eq!(c.paths[0].path_config(true).max_datagram, 1500 - 28 - 32);
-    assert_eq!(c.paths[0].path_config(false).max_datagram, 1500 - 28);
+    assert_eq!(c.paths[0].path_config(false).max_datagram, 1500 - 28 - 17);
     assert_eq!(
         (
             c.paths[0].bps,

@@ -20,8 +20,9 @@ pub fn ipv4_bytes(frame: &[u8]) -> Option<usize> {
     (frame.get(12..14)? == [0x08, 0x00]).then(|| frame.len() - 14)
 }
 
-/// braid data: the inner IP packet's length in a braid Data or PinnedData datagram
-/// (version 1) sent over UDP/IPv4 to port 7000 (the lab's path port).
+/// braid data: the inner IP packet's bytes in a braid Data, PinnedData or DataPart
+/// datagram (version 1, bare or in the tag envelope of `encryption = "none"`) sent over
+/// UDP/IPv4 to port 7000 (the lab's path port).
 pub fn braid_data_bytes(frame: &[u8]) -> Option<usize> {
     let ip = frame.get(14..).filter(|_| ipv4_bytes(frame).is_some())?;
     let ihl = usize::from(ip.first()? & 0x0f) * 4;
@@ -32,12 +33,20 @@ pub fn braid_data_bytes(frame: &[u8]) -> Option<usize> {
     if udp.get(2..4)? != 7000u16.to_be_bytes() {
         return None;
     }
-    let payload = udp.get(8..)?;
+    let mut payload = udp.get(8..)?;
+    if payload.first() == Some(&braid_core::plain::TAGGED_VERSION) {
+        payload = payload.get(braid_core::plain::TAG_HEADER_LEN..)?;
+    }
     let (version, kind) = (*payload.first()?, *payload.get(1)?);
-    if version != braid_core::wire::VERSION || !(kind == 0 || kind == 4) {
+    if version != braid_core::wire::VERSION {
         return None;
     }
-    payload.len().checked_sub(braid_core::wire::DATA_HEADER_LEN)
+    let header = match kind {
+        0 | 4 => braid_core::wire::DATA_HEADER_LEN,
+        5 => braid_core::wire::DATA_PART_HEADER_LEN,
+        _ => return None,
+    };
+    payload.len().checked_sub(header)
 }
 
 /// Count frames sent on `devs` in namespace `ns` from `start` until `until_s`, in
@@ -208,6 +217,15 @@ mod tests {
         assert_eq!(braid_data_bytes(&frame([0x08, 0x00], &ip)), None);
         ip[29] = 4; // PinnedData
         assert_eq!(braid_data_bytes(&frame([0x08, 0x00], &ip)), Some(1000));
+        ip[29] = 5; // a DataPart: 3 bytes more header
+        assert_eq!(braid_data_bytes(&frame([0x08, 0x00], &ip)), Some(997));
+        // In the tag envelope of encryption = "none".
+        let mut tagged = ip[..28].to_vec();
+        tagged.push(braid_core::plain::TAGGED_VERSION);
+        tagged.extend_from_slice(&[7; 16]);
+        tagged.extend_from_slice(&ip[28..]);
+        tagged[29 + 17] = 0; // a Data again
+        assert_eq!(braid_data_bytes(&frame([0x08, 0x00], &tagged)), Some(1000));
         ip[23] = 1; // another port
         assert_eq!(braid_data_bytes(&frame([0x08, 0x00], &ip)), None);
         assert_eq!(braid_data_bytes(&[0u8; 10]), None);

@@ -600,6 +600,71 @@ fn queue_limit_drops_are_counted() {
     assert_eq!(s.backlog_packets(), 0);
 }
 
+/// The IP id of every fragment `s` lets go within `ms` milliseconds.
+fn drain_fragment_ids(s: &mut Shaper, ms: u64) -> Vec<u16> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 2000];
+    for t in 0..ms * 10 {
+        while let Some((n, _)) = s.dequeue(us(t * 100), &mut buf) {
+            assert!(n >= 20);
+            out.push(u16::from_be_bytes([buf[4], buf[5]]));
+        }
+    }
+    out
+}
+
+/// Issue 12 part 9: a full leaf drops whole fragment groups, never part of a datagram
+/// while sending the rest.
+#[test]
+fn a_full_leaf_drops_whole_fragment_groups() {
+    use crate::fragments::v4_fragment;
+    let mut spec = one_leaf(None);
+    spec.classes[0].limit = Some(10);
+    let mut s = build(&spec);
+    // 20 datagrams of 3 fragments each arrive at once: only 10 fragments fit.
+    for dgram in 0..20u16 {
+        for (k, (offset, more)) in [(0, true), (185, true), (370, false)]
+            .into_iter()
+            .enumerate()
+        {
+            let len = if k < 2 { 1500 } else { 500 };
+            s.enqueue_to(Instant::ZERO, id(1), &v4_fragment(dgram, offset, more, len));
+        }
+    }
+    let sent = drain_fragment_ids(&mut s, 1000);
+    assert!(!sent.is_empty());
+    for dgram in 0..20u16 {
+        let n = sent.iter().filter(|&&x| x == dgram).count();
+        assert!(
+            n == 0 || n == 3,
+            "datagram {dgram}: {n} of 3 fragments sent"
+        );
+    }
+    assert_eq!(sent.len(), 9, "the three groups that fit whole");
+    // The leaf counts every fragment it did not send.
+    assert_eq!(s.stats(us(100_000_000))[0].dropped, 60 - 9);
+}
+
+/// A fragment dropped in one leaf dooms the group's fragments in another (a later
+/// fragment has no ports, so a port filter sends it elsewhere).
+#[test]
+fn a_doomed_group_is_dropped_in_every_leaf() {
+    use crate::fragments::v4_fragment;
+    let mut spec = seed_spec();
+    spec.classes[1].limit = Some(1);
+    let mut s = build(&spec);
+    // Leaf 1:10 holds one packet: datagram 1's first fragment fills it...
+    s.enqueue_to(Instant::ZERO, id(0x10), &v4_fragment(1, 0, true, 1500));
+    // ...datagram 2's first fragment is dropped there; its last goes to 1:13.
+    s.enqueue_to(Instant::ZERO, id(0x10), &v4_fragment(2, 0, true, 1500));
+    s.enqueue_to(Instant::ZERO, id(0x13), &v4_fragment(2, 185, false, 500));
+    // Datagram 1's last fragment is dropped at the full 1:10: its first, queued, goes too.
+    s.enqueue_to(Instant::ZERO, id(0x10), &v4_fragment(1, 185, false, 500));
+    // A whole datagram is untouched.
+    s.enqueue_to(Instant::ZERO, id(0x13), &v4_fragment(3, 0, false, 500));
+    assert_eq!(drain_fragment_ids(&mut s, 100), vec![3]);
+}
+
 #[test]
 fn unclassified_traffic_goes_to_the_default_class() {
     let mut s = build(&seed_spec());
