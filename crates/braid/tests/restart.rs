@@ -26,11 +26,13 @@ const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 /// Longest outage the test accepts (the target, 1 s, is read from the printed figures).
 const BOUND: Duration = Duration::from_secs(5);
 
-fn bring_up() -> Result<(Topology, Daemons)> {
+/// Two daemons over two paths; `plain`: `encryption = "none"` (else sealed).
+fn bring_up(plain: bool) -> Result<(Topology, Daemons)> {
     let topo = Topology::new(2)?;
-    let sc = Scenario::parse(
-        "name = \"restart\"\n[bond]\nscheduler = \"adaptive\"\n[[path]]\nname = \"p0\"\n[[path]]\nname = \"p1\"\n[[test]]\n",
-    )?;
+    let encryption = if plain { "encryption = \"none\"\n" } else { "" };
+    let sc = Scenario::parse(&format!(
+        "name = \"restart\"\n[bond]\nscheduler = \"adaptive\"\n{encryption}[[path]]\nname = \"p0\"\n[[path]]\nname = \"p1\"\n[[test]]\n",
+    ))?;
     let cfg_a = sc.daemon_config(true, &topo.links, None)?;
     let cfg_b = sc.daemon_config(false, &topo.links, None)?;
     let mut d = Daemons::start(BRAID.as_ref(), &topo, "r", &cfg_a, &cfg_b)?;
@@ -111,11 +113,14 @@ struct Case {
     side_a: bool,
     signal: i32,
     packets: u64,
+    /// `encryption = "none"`: the restarted end learns the survivor's verification tag
+    /// from a hint (`braid_core::plain`).
+    plain: bool,
 }
 
 /// One restart; returns the outage from the new daemon's start to the first ping reply.
 fn run_case(c: &Case) -> Result<Duration> {
-    let (topo, mut d) = bring_up()?;
+    let (topo, mut d) = bring_up(c.plain)?;
     // Until the bond has carried `packets` (the kernel drops some when its queues fill).
     let before = counter(&d.status_a()?, "counters", "tun_rx");
     let mut carried = 0;
@@ -147,7 +152,8 @@ fn run_case(c: &Case) -> Result<Duration> {
     let stale = counter(&s1, "reorder", "stale") - counter(&s0, "reorder", "stale");
     let restarts = counter(&s1, "counters", "peer_restarts");
     println!(
-        "restart: side {side} by {sig} after {} packets ({carried} carried): first reply {}; survivor: {dup} duplicates, {stale} stale, peer restarts {restarts}",
+        "restart{}: side {side} by {sig} after {} packets ({carried} carried): first reply {}; survivor: {dup} duplicates, {stale} stale, peer restarts {restarts}",
+        if c.plain { " (plain)" } else { "" },
         c.packets,
         outage.map_or("none".to_string(), |o| format!("{} ms after the new daemon started", o.as_millis())),
     );
@@ -186,6 +192,7 @@ fn restarting_one_end_black_holes_nothing() {
                 side_a,
                 signal,
                 packets: 1000,
+                plain: false,
             });
         }
     }
@@ -194,12 +201,23 @@ fn restarting_one_end_black_holes_nothing() {
         side_a: true,
         signal: libc::SIGKILL,
         packets: 1_000_000,
+        plain: false,
     });
     cases.push(Case {
         side_a: false,
         signal: libc::SIGTERM,
         packets: 1_000_000,
+        plain: false,
     });
+    // Without keys, either end (review M4: the tags must not keep a restarted peer out).
+    for side_a in [true, false] {
+        cases.push(Case {
+            side_a,
+            signal: libc::SIGKILL,
+            packets: 1000,
+            plain: true,
+        });
+    }
     let mut failures = Vec::new();
     for c in &cases {
         if let Err(e) = run_case(c) {

@@ -599,3 +599,101 @@ fn junk_flood_does_not_stop_rekeying() {
     );
     assert_eq!(e["established"], true);
 }
+
+/// Review M4: without keys, datagrams forged from b's configured remote (the forwarder's
+/// address: an attacker who knows the path's addresses and ports but cannot see its
+/// traffic) reach neither b's TUN nor its bond unless they carry b's verification tag: a
+/// data datagram with a far sequence number (bare, or in an envelope with guessed tags)
+/// and a probe announcing a new epoch (which would reset the bond's reorder state).
+#[test]
+fn plain_mode_refuses_forged_datagrams_from_the_peers_address() {
+    use braid_core::plain::TAGGED_VERSION;
+    use braid_core::wire::{self, Header, Message};
+    let Some(_g) =
+        common::netns_or_skip("plain_mode_refuses_forged_datagrams_from_the_peers_address")
+    else {
+        return;
+    };
+    let topo = Topology::new(1).expect("namespaces");
+    let f = Forwarder::start(&topo).expect("forwarder");
+    let cfg = |side: u8, local: &str, remote: &str| {
+        format!(
+            "[bond]\ninterface = \"braid0\"\naddress = \"10.200.0.{side}/30\"\nencryption = \"none\"\n[[path]]\nname = \"p0\"\nlocal = \"{local}\"\nremote = \"{remote}\"\n"
+        )
+    };
+    let mut d = Daemons::start(
+        BRAID.as_ref(),
+        &topo,
+        "sec",
+        &cfg(1, A_PATH, FWD_A),
+        &cfg(2, B_PATH, FWD_B),
+    )
+    .expect("daemons");
+    d.wait_paths_up(&["p0"], Duration::from_secs(20))
+        .expect("path up");
+    common::tcp_flow(&topo, BOND_B, 5302, 1.0, 200_000, Default::default()).expect("flow");
+
+    // A UDP packet for b's bond address, behind a data header far ahead of the bond's.
+    let mut ip = vec![0u8; 28];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&28u16.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 200, 0, 1]);
+    ip[16..20].copy_from_slice(&BOND_B.octets());
+    ip[22..24].copy_from_slice(&9u16.to_be_bytes());
+    ip[24..26].copy_from_slice(&8u16.to_be_bytes());
+    let h = Header {
+        path: 0,
+        timestamp: 0,
+    };
+    let mut data = vec![0u8; wire::DATA_HEADER_LEN];
+    wire::emit_data_header(&h, 1 << 40, 1, &mut data).expect("data header");
+    data.extend_from_slice(&ip);
+    let mut probe = vec![0u8; 64];
+    let n = wire::emit(
+        &h,
+        &Message::Probe {
+            probe_seq: 1,
+            epoch: Some(0x5eed),
+        },
+        &mut probe,
+    )
+    .expect("probe");
+    probe.truncate(n);
+    let envelope = |sender: u64, receiver: u64, inner: &[u8]| {
+        let mut v = vec![TAGGED_VERSION];
+        v.extend_from_slice(&sender.to_be_bytes());
+        v.extend_from_slice(&receiver.to_be_bytes());
+        v.extend_from_slice(inner);
+        v
+    };
+    let before = d.status_b().expect("status");
+    f.inject(data.clone());
+    f.inject(envelope(0x1234, 0x9876_5432_1000_0001, &data));
+    f.inject(envelope(0x1234, 0, &data));
+    f.inject(envelope(0x1234, 0x9876_5432_1000_0002, &probe));
+    std::thread::sleep(Duration::from_millis(500));
+    let after = d.status_b().expect("status");
+    let tags = |v: &Value, k: &str| counter(v, &["encryption", "tags", k]);
+    let restarts = |v: &Value| counter(v, &["status", "counters", "peer_restarts"]);
+    eprintln!("plain b after forgeries: {}", after["encryption"]);
+    assert_eq!(
+        tun_tx(&after),
+        tun_tx(&before),
+        "a forged packet reached the TUN"
+    );
+    assert_eq!(
+        restarts(&after),
+        restarts(&before),
+        "a forged epoch reset the bond"
+    );
+    assert_eq!(tags(&after, "malformed"), tags(&before, "malformed") + 1);
+    assert_eq!(tags(&after, "wrong_tag"), tags(&before, "wrong_tag") + 3);
+    assert_eq!(
+        tags(&after, "peer_tag_changes"),
+        tags(&before, "peer_tag_changes")
+    );
+    // The bond goes on carrying.
+    common::tcp_flow(&topo, BOND_B, 5303, 1.0, 200_000, Default::default()).expect("flow after");
+}
