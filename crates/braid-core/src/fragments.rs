@@ -1,31 +1,49 @@
-//! IP fragment groups: drop a datagram whole or not at all.
+//! IP fragment groups: a datagram is queued whole or dropped whole.
 //!
 //! A datagram larger than the bond's MTU reaches the TUN as IP fragments, and the far
-//! end can use it only if every fragment arrives. A queue that drops fragments one by one
-//! when it is full sends the rest for nothing: under load a receiver then reassembles
-//! only a fraction of what was sent (the HTB seed's iperf test through a bond of MTU 1400
-//! got 1.6 of 10 Mbit/s). So where braid drops a fragment (a full shaper leaf or path
-//! queue), it remembers the fragment's group in [`DoomedGroups`], and drops every other
-//! fragment of that group: those that come after, and those still waiting in a queue
-//! when they reach its head. Fragments that already left cannot be called back.
+//! end can use it only if every fragment arrives: fragments sent without the rest are
+//! sent for nothing, and they also fill the receiver's reassembly memory for 30 s. A
+//! queue that drops fragments one by one when it is full does exactly that (the HTB
+//! seed's iperf test through a bond of MTU 1400 got 1.6 of 10 Mbit/s). So where braid
+//! queues or drops packets (a shaper leaf, a path's queue), [`FragmentGroups`] makes the
+//! decision once per datagram, at its first fragment:
+//!
+//! - a fragment of a group already **admitted** (an earlier fragment was queued) is queued
+//!   even beyond the queue's limit, up to a bounded overshoot that the caller sets
+//!   (a datagram is at most 64 KiB: 45 fragments at a 1500-byte MTU);
+//! - a fragment of a **doomed** group (an earlier fragment was dropped) is dropped, and
+//!   so is one still waiting in a queue when it reaches the head;
+//! - the first fragment of a group the queue has room for admits it; one it has no room
+//!   for dooms it.
 //!
 //! A group is the datagram's (source, destination, protocol, identification), as the
 //! kernel reassembles them (RFC 791; IPv6: the Fragment header right after the fixed
-//! header, RFC 8200 sec. 4.5). A group is remembered for [`DOOMED_FOR`] (fragments of one
-//! datagram arrive together, and wait in a queue at most its limit) and at most
-//! [`DOOMED_MAX`] groups at once, the oldest forgotten first; a later datagram that
-//! reuses the identification within that time loses its fragments too (the kernel's
-//! identifications are per destination, so that takes 65 536 fragmented datagrams to one
-//! host within [`DOOMED_FOR`]).
+//! header, RFC 8200 sec. 4.5). A group is remembered for [`GROUP_FOR`] (the kernel writes
+//! a datagram's fragments to the TUN one after the other) and at most [`GROUPS_MAX`]
+//! groups at once, the oldest forgotten first; a later datagram that reuses the
+//! identification within that time shares the verdict (the kernel's identifications are
+//! per destination, so that takes 65 536 fragmented datagrams to one host within
+//! [`GROUP_FOR`]). Whole datagrams are not looked at beyond their first 8 bytes.
 
 use core::time::Duration;
 
 use crate::Instant;
 
-/// How long a dropped fragment's group stays doomed.
-pub const DOOMED_FOR: Duration = Duration::from_secs(2);
+/// How long a group's verdict is kept.
+pub const GROUP_FOR: Duration = Duration::from_secs(2);
 /// Groups remembered at once.
-pub const DOOMED_MAX: usize = 64;
+pub const GROUPS_MAX: usize = 64;
+/// Packets a queue may hold beyond its limit for the rest of admitted groups.
+pub const OVERSHOOT: usize = 64;
+
+/// What was decided for a fragment group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A fragment was queued: queue the rest, even beyond the limit.
+    Admitted,
+    /// A fragment was dropped: drop the rest.
+    Doomed,
+}
 
 /// The group of an IP fragment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,43 +94,61 @@ impl GroupKey {
     }
 }
 
-/// Fragment groups one of whose fragments was dropped. See the module documentation.
+/// The verdicts on recent fragment groups. See the module documentation.
 #[derive(Clone, Debug, Default)]
-pub struct DoomedGroups {
-    /// (group, when doomed), oldest first.
-    groups: std::collections::VecDeque<(GroupKey, Instant)>,
+pub struct FragmentGroups {
+    /// (group, verdict, when decided), oldest first.
+    groups: std::collections::VecDeque<(GroupKey, Verdict, Instant)>,
 }
 
-impl DoomedGroups {
-    /// `packet` was dropped: if it is a fragment, its group is doomed.
+impl FragmentGroups {
+    /// The verdict on `packet`'s group: `None` for a whole datagram or a group not seen.
+    pub fn verdict(&mut self, now: Instant, packet: &[u8]) -> Option<Verdict> {
+        if self.groups.is_empty() {
+            return None;
+        }
+        let key = GroupKey::of(packet)?;
+        self.expire(now);
+        self.groups
+            .iter()
+            .rev()
+            .find(|(k, ..)| *k == key)
+            .map(|(_, v, _)| *v)
+    }
+
+    /// `packet` was queued: if it is a fragment of a group not decided, admit the group.
+    pub fn queued(&mut self, now: Instant, packet: &[u8]) {
+        self.decide(now, packet, Verdict::Admitted);
+    }
+
+    /// `packet` was dropped: if it is a fragment, its group is doomed (also one that was
+    /// admitted: its fragments still queued go at the head).
     pub fn dropped(&mut self, now: Instant, packet: &[u8]) {
+        self.decide(now, packet, Verdict::Doomed);
+    }
+
+    fn decide(&mut self, now: Instant, packet: &[u8], verdict: Verdict) {
         let Some(key) = GroupKey::of(packet) else {
             return;
         };
         self.expire(now);
-        if self.groups.iter().any(|(k, _)| *k == key) {
+        if let Some(g) = self.groups.iter_mut().rev().find(|(k, ..)| *k == key) {
+            if verdict == Verdict::Doomed {
+                g.1 = Verdict::Doomed;
+            }
             return;
         }
-        if self.groups.len() >= DOOMED_MAX {
+        if self.groups.len() >= GROUPS_MAX {
             self.groups.pop_front();
         }
-        self.groups.push_back((key, now));
-    }
-
-    /// True when `packet` is a fragment of a doomed group: drop it too.
-    pub fn dooms(&mut self, now: Instant, packet: &[u8]) -> bool {
-        if self.groups.is_empty() {
-            return false;
-        }
-        self.expire(now);
-        GroupKey::of(packet).is_some_and(|key| self.groups.iter().any(|(k, _)| *k == key))
+        self.groups.push_back((key, verdict, now));
     }
 
     fn expire(&mut self, now: Instant) {
         while self
             .groups
             .front()
-            .is_some_and(|(_, at)| now.saturating_since(*at) >= DOOMED_FOR)
+            .is_some_and(|(.., at)| now.saturating_since(*at) >= GROUP_FOR)
         {
             self.groups.pop_front();
         }
@@ -175,37 +211,46 @@ mod tests {
     }
 
     #[test]
-    fn a_dropped_fragment_dooms_its_group_for_a_while() {
-        let mut d = DoomedGroups::default();
+    fn the_first_fragment_decides_for_the_group_for_a_while() {
+        let mut g = FragmentGroups::default();
         let (a0, a1) = (
             v4_fragment(1, 0, true, 1500),
             v4_fragment(1, 185, false, 100),
         );
-        let b0 = v4_fragment(2, 0, true, 1500);
-        assert!(!d.dooms(at_ms(0), &a1));
-        d.dropped(at_ms(0), &a0);
-        assert!(d.dooms(at_ms(1), &a1));
-        assert!(d.dooms(at_ms(1), &a0));
-        assert!(!d.dooms(at_ms(1), &b0));
-        assert!(
-            !d.dooms(at_ms(1), &v4_fragment(1, 0, false, 100)),
-            "not a fragment"
+        let (b0, b1) = (
+            v4_fragment(2, 0, true, 1500),
+            v4_fragment(2, 185, false, 100),
         );
-        assert!(!d.dooms(at_ms(2000), &a1), "forgotten after DOOMED_FOR");
-        // Whole datagrams are never remembered; at most DOOMED_MAX groups are.
-        d.dropped(at_ms(3000), &v4_fragment(1, 0, false, 100));
-        assert!(d.groups.is_empty());
-        for id in 0..(DOOMED_MAX as u16 + 10) {
-            d.dropped(at_ms(3000), &v4_fragment(id, 0, true, 100));
+        assert_eq!(g.verdict(at_ms(0), &a0), None);
+        g.queued(at_ms(0), &a0);
+        g.dropped(at_ms(0), &b0);
+        assert_eq!(g.verdict(at_ms(1), &a1), Some(Verdict::Admitted));
+        assert_eq!(g.verdict(at_ms(1), &b1), Some(Verdict::Doomed));
+        // Queuing a doomed group's fragment does not revive it; dropping an admitted
+        // group's fragment dooms it.
+        g.queued(at_ms(1), &b1);
+        assert_eq!(g.verdict(at_ms(1), &b0), Some(Verdict::Doomed));
+        g.dropped(at_ms(1), &a1);
+        assert_eq!(g.verdict(at_ms(1), &a0), Some(Verdict::Doomed));
+        assert_eq!(
+            g.verdict(at_ms(1), &v4_fragment(1, 0, false, 100)),
+            None,
+            "whole"
+        );
+        assert_eq!(
+            g.verdict(at_ms(2000), &a1),
+            None,
+            "forgotten after GROUP_FOR"
+        );
+        // Whole datagrams are never remembered; at most GROUPS_MAX groups are.
+        g.dropped(at_ms(3000), &v4_fragment(1, 0, false, 100));
+        assert!(g.groups.is_empty());
+        for id in 0..(GROUPS_MAX as u16 + 10) {
+            g.dropped(at_ms(3000), &v4_fragment(id, 0, true, 100));
         }
-        assert_eq!(d.groups.len(), DOOMED_MAX);
-        assert!(
-            !d.dooms(at_ms(3000), &v4_fragment(0, 0, true, 100)),
-            "oldest forgotten"
-        );
-        assert!(d.dooms(
-            at_ms(3000),
-            &v4_fragment(DOOMED_MAX as u16 + 9, 0, true, 100)
-        ));
+        assert_eq!(g.groups.len(), GROUPS_MAX);
+        assert_eq!(g.verdict(at_ms(3000), &v4_fragment(0, 0, true, 100)), None);
+        let last = v4_fragment(GROUPS_MAX as u16 + 9, 0, true, 100);
+        assert_eq!(g.verdict(at_ms(3000), &last), Some(Verdict::Doomed));
     }
 }

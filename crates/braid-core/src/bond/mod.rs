@@ -36,7 +36,7 @@ use self::link::{Link, Queued};
 pub use self::shaping::{AUTO_HEADROOM, SHAPER_ROOM};
 pub use self::status::{BondCounters, BondStatus, Event, PathStatus};
 use crate::cc::CcConfig;
-use crate::fragments::DoomedGroups;
+use crate::fragments::{FragmentGroups, Verdict};
 use crate::path::{HealthConfig, LinkState, Transition};
 use crate::reorder::{Inserted, ReorderBuffer};
 use crate::sched::adaptive;
@@ -180,8 +180,8 @@ pub struct Bond {
     reorder: ReorderBuffer,
     deadline: Deadline,
     pool: Vec<Vec<u8>>,
-    /// IP fragment groups that lost a fragment here.
-    doomed: DoomedGroups,
+    /// IP fragment groups: queued whole or dropped whole (`fragments`).
+    groups: FragmentGroups,
     states: Vec<PathState>,
     events: VecDeque<Event>,
     counters: BondCounters,
@@ -205,7 +205,7 @@ impl Bond {
             reorder: ReorderBuffer::new(cfg.reorder_capacity),
             deadline: Deadline::new(cfg.reorder_max),
             pool: Vec::new(),
-            doomed: DoomedGroups::default(),
+            groups: FragmentGroups::default(),
             states: Vec::new(),
             events: VecDeque::new(),
             counters: BondCounters::default(),
@@ -305,7 +305,8 @@ impl Bond {
 
     /// Number a packet and queue it on the path(s) the scheduler chooses.
     fn schedule_packet(&mut self, now: Instant, packet: &[u8]) {
-        if self.doomed.dooms(now, packet) {
+        let verdict = self.groups.verdict(now, packet);
+        if verdict == Some(Verdict::Doomed) {
             self.counters.drop_fragment_group += 1;
             return;
         }
@@ -327,7 +328,8 @@ impl Bond {
         // path's queue may also hold the difference to the equalised delay: waiting here
         // or at the receiver comes to the same, and every path keeps the same headroom,
         // so the sender sees its RTT grow before anything is dropped.
-        if let Choice::One(id) = choice {
+        // The rest of an admitted fragment group is queued whatever the delay.
+        if let (Choice::One(id), None) = (choice, verdict) {
             // Pinned flows (xor, active-backup) are delivered unheld.
             let equalized = if self.scheduler.pins_flows() {
                 Duration::ZERO
@@ -342,7 +344,7 @@ impl Bond {
             let limit = self.cfg.queue_max_delay + equalized.saturating_sub(base);
             if self.queue_over(id, limit) {
                 self.counters.drop_queue += 1;
-                self.doomed.dropped(now, packet);
+                self.groups.dropped(now, packet);
                 return;
             }
         }
@@ -350,6 +352,7 @@ impl Bond {
         // The number is spent only if a path took the packet, for the same reason.
         if self.enqueue(now, choice, self.next_seq, buf, segment) {
             self.next_seq = self.next_seq.wrapping_add(1);
+            self.groups.queued(now, packet);
         }
     }
 
@@ -439,7 +442,7 @@ impl Bond {
         let mut left = self.links.iter().filter(|l| wanted(l)).count();
         if left == 0 {
             self.counters.drop_no_path += 1;
-            self.doomed.dropped(now, &buf);
+            self.groups.dropped(now, &buf);
             self.recycle(buf);
             return false;
         }
@@ -460,7 +463,7 @@ impl Bond {
             };
             if self.links[i].queue.len() >= MAX_QUEUE_PACKETS {
                 self.counters.drop_queue += 1;
-                self.doomed.dropped(now, &b);
+                self.groups.dropped(now, &b);
                 self.recycle(b);
             } else {
                 self.links[i].push(Queued {

@@ -18,7 +18,7 @@ use core::fmt;
 
 use super::classify::Classifier;
 use super::spec::{ClassId, ClassSpec, ShapeSpec};
-use crate::fragments::DoomedGroups;
+use crate::fragments::{self, FragmentGroups, Verdict};
 use crate::Instant;
 
 mod class;
@@ -137,8 +137,8 @@ pub struct Shaper {
     slab: Slab,
     backlog: usize,
     wakeup: Option<Instant>,
-    /// Fragment groups one of whose fragments was dropped: the rest go too.
-    doomed: DoomedGroups,
+    /// Fragment groups: queued whole or dropped whole (`fragments`).
+    groups: FragmentGroups,
 }
 
 /// Nanoseconds since zero.
@@ -399,7 +399,7 @@ impl Shaper {
             slab: Slab::default(),
             backlog: 0,
             wakeup: None,
-            doomed: DoomedGroups::default(),
+            groups: FragmentGroups::default(),
         };
         shaper.rebuild(t);
         Ok((shaper, warnings))
@@ -441,15 +441,18 @@ impl Shaper {
         let Some(leaf) = cl.leaf.as_mut() else {
             return Enqueued::Dropped(id);
         };
-        // A fragment of a datagram that lost another fragment goes too; a dropped
-        // fragment dooms its group (`fragments`).
-        if self.doomed.dooms(now, packet) {
-            leaf.dropped += 1;
-            return Enqueued::Dropped(id);
-        }
+        // A datagram's fragments are queued whole or dropped whole (`fragments`).
+        let limit = match self.groups.verdict(now, packet) {
+            Some(Verdict::Doomed) => {
+                leaf.dropped += 1;
+                return Enqueued::Dropped(id);
+            }
+            Some(Verdict::Admitted) => limit + fragments::OVERSHOOT,
+            None => limit,
+        };
         if leaf.queue.len() >= limit {
             leaf.dropped += 1;
-            self.doomed.dropped(now, packet);
+            self.groups.dropped(now, packet);
             return Enqueued::Dropped(id);
         }
         let was_idle = leaf.queue.is_empty();
@@ -458,9 +461,10 @@ impl Shaper {
         }
         if !leaf.queue.push(&mut self.slab, packet) {
             leaf.dropped += 1;
-            self.doomed.dropped(now, packet);
+            self.groups.dropped(now, packet);
             return Enqueued::Dropped(id);
         }
+        self.groups.queued(now, packet);
         self.backlog += 1;
         if was_idle {
             self.activate(idx);
@@ -502,7 +506,7 @@ impl Shaper {
             let pkt = self.slab.get(slot);
             let len = pkt.len();
             // Too long for `buf`, or a fragment of a doomed group: dropped, not charged.
-            let fits = buf.len() >= len && !self.doomed.dooms(now, pkt);
+            let fits = buf.len() >= len && self.groups.verdict(now, pkt) != Some(Verdict::Doomed);
             match buf.get_mut(..len) {
                 Some(dst) if fits => dst.copy_from_slice(pkt),
                 _ => lf.dropped += 1,

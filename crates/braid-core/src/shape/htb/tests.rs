@@ -613,15 +613,16 @@ fn drain_fragment_ids(s: &mut Shaper, ms: u64) -> Vec<u16> {
     out
 }
 
-/// Issue 12 part 9: a full leaf drops whole fragment groups, never part of a datagram
-/// while sending the rest.
+/// Issue 12 part 9: a leaf queues a datagram's fragments whole or drops them whole,
+/// never part of a datagram while sending the rest.
 #[test]
 fn a_full_leaf_drops_whole_fragment_groups() {
-    use crate::fragments::v4_fragment;
+    use crate::fragments::{self, v4_fragment};
     let mut spec = one_leaf(None);
     spec.classes[0].limit = Some(10);
     let mut s = build(&spec);
-    // 20 datagrams of 3 fragments each arrive at once: only 10 fragments fit.
+    // 20 datagrams of 3 fragments each arrive at once: the limit is 10, and a datagram
+    // whose first fragment fits is queued whole (the fourth: 12 fragments).
     for dgram in 0..20u16 {
         for (k, (offset, more)) in [(0, true), (185, true), (370, false)]
             .into_iter()
@@ -640,9 +641,25 @@ fn a_full_leaf_drops_whole_fragment_groups() {
             "datagram {dgram}: {n} of 3 fragments sent"
         );
     }
-    assert_eq!(sent.len(), 9, "the three groups that fit whole");
+    assert_eq!(
+        sent.len(),
+        12,
+        "the four groups that started below the limit"
+    );
     // The leaf counts every fragment it did not send.
-    assert_eq!(s.stats(us(100_000_000))[0].dropped, 60 - 9);
+    assert_eq!(s.stats(us(100_000_000))[0].dropped, 60 - 12);
+    // A datagram too large for the overshoot: its queued fragments go at the head.
+    let t = 200_000_000;
+    for k in 0..(10 + fragments::OVERSHOOT as u16 + 5) {
+        s.enqueue_to(us(t), id(1), &v4_fragment(99, k * 2, true, 100));
+    }
+    let mut buf = [0u8; 2000];
+    assert_eq!(
+        s.dequeue(us(t + 1000), &mut buf),
+        None,
+        "nothing of the doomed datagram"
+    );
+    assert_eq!(s.backlog_packets(), 0);
 }
 
 /// A fragment dropped in one leaf dooms the group's fragments in another (a later
@@ -658,11 +675,13 @@ fn a_doomed_group_is_dropped_in_every_leaf() {
     // ...datagram 2's first fragment is dropped there; its last goes to 1:13.
     s.enqueue_to(Instant::ZERO, id(0x10), &v4_fragment(2, 0, true, 1500));
     s.enqueue_to(Instant::ZERO, id(0x13), &v4_fragment(2, 185, false, 500));
-    // Datagram 1's last fragment is dropped at the full 1:10: its first, queued, goes too.
+    // Datagram 1's last fragment is queued beyond 1:10's limit: its datagram was admitted.
     s.enqueue_to(Instant::ZERO, id(0x10), &v4_fragment(1, 185, false, 500));
     // A whole datagram is untouched.
     s.enqueue_to(Instant::ZERO, id(0x13), &v4_fragment(3, 0, false, 500));
-    assert_eq!(drain_fragment_ids(&mut s, 100), vec![3]);
+    let mut sent = drain_fragment_ids(&mut s, 100);
+    sent.sort_unstable();
+    assert_eq!(sent, vec![1, 1, 3]);
 }
 
 #[test]
