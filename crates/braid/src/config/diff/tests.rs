@@ -53,7 +53,7 @@ fn paths_added_removed_and_changed() {
     c.paths[0].bps = 20_000_000;
     c.paths[0].prio = 3;
     if let Transport::Udp(u) = &mut c.paths[1].transport {
-        u.remote = "10.201.1.9:7001".parse().unwrap();
+        u.remote = crate::config::Remote::Addr("10.201.1.9:7001".parse().unwrap());
     }
     let d = diff(&a, &c).unwrap();
     assert_eq!(
