@@ -567,7 +567,7 @@ impl Daemon {
         loop {
             // Timers and output for what the last wake-up brought in.
             self.turn_output(now);
-            let timeout = self.next_wakeup().map(|t| t.saturating_since(now));
+            let timeout = self.next_wakeup(now).map(|t| t.saturating_since(now));
 
             self.pollfds.clear();
             slots.clear();
@@ -631,7 +631,7 @@ impl Daemon {
         }
     }
 
-    fn next_wakeup(&self) -> Option<Instant> {
+    fn next_wakeup(&self, now: Instant) -> Option<Instant> {
         let mut next = self.bond.poll_timeout();
         let mut merge = |t: Option<Instant>| {
             if let Some(t) = t {
@@ -642,7 +642,7 @@ impl Daemon {
         merge(crate::log::next_repeat_due());
         merge(self.control.poll_timeout());
         for p in &self.paths {
-            merge(p.uplink_due(self.clock.now()));
+            merge(p.uplink_due(now));
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
             if !p.is_open() {
                 merge(Some(p.retry_at));

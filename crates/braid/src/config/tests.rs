@@ -1260,10 +1260,11 @@ fn uplinks_that_change() {
 
 #[test]
 fn routes_and_hooks() {
-    let c = parse(&format!(
+    let c = parse(
         "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\nroutes = [\"0.0.0.0/0\", \"10.8.0.0/16\", \"::/0\"]\n\
-         fwmark = 4242\npost_up = \"nft -f /etc/braid/nat.nft\"\npre_down = [\"echo a\", \"echo b\"]\n"
-    )).unwrap();
+         fwmark = 4242\npost_up = \"nft -f /etc/braid/nat.nft\"\npre_down = [\"echo a\", \"echo b\"]\n",
+    )
+    .unwrap();
     let r = &c.bond.routing;
     assert_eq!(r.routes.len(), 3);
     assert!(r.uses_table());

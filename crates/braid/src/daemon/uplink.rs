@@ -192,11 +192,12 @@ impl PathIo {
     }
 
     /// One turn's look at the uplink: a resolution's answer, a new resolution while the
-    /// path is down, the device's address.
+    /// path is down, the device's address. Cheap when nothing is due.
     pub(super) fn check_uplink(&mut self, now: Instant, bond: &mut Bond) {
-        let down = bond.path_state(self.id).is_none_or(|s| s != LinkState::Up);
-        let name = self.name.clone();
-        let Carrier::Udp(u) = &mut self.carrier else {
+        let PathIo {
+            id, name, carrier, ..
+        } = self;
+        let Carrier::Udp(u) = carrier else {
             return;
         };
         if let Some(r) = u.poll_resolved() {
@@ -217,17 +218,13 @@ impl PathIo {
                 }
             }
         }
-        let may_resolve = u.uplink.resolve_after.is_none_or(|t| t <= now);
         if matches!(u.uplink.target, Remote::Name { .. })
-            && (down || is_unknown(&u.remote))
-            && may_resolve
+            && u.uplink.resolve_after.is_none_or(|t| t <= now)
+            && (is_unknown(&u.remote) || bond.path_state(*id) != Some(LinkState::Up))
         {
             u.start_resolving(now);
         }
-        if !u.follows_dev() || u.sock.is_none() {
-            return;
-        }
-        if u.uplink.next_check.is_some_and(|t| t > now) {
+        if !u.follows_dev() || u.sock.is_none() || u.uplink.next_check.is_some_and(|t| t > now) {
             return;
         }
         u.uplink.next_check = Some(now + ADDRESS_CHECK);
@@ -239,18 +236,16 @@ impl PathIo {
             .uplink
             .bound
             .map_or("none".to_string(), |a| a.ip().to_string());
-        let dev = u.dev.clone().unwrap_or_default();
+        let dev = u.dev.as_deref().unwrap_or_default();
         match want {
-            Ok(a) => {
-                dlog!(
-                    now,
-                    "path {name}: {dev}'s address changed {was} -> {}; re-opening the socket",
-                    a.ip()
-                )
-            }
+            Ok(a) => dlog!(
+                now,
+                "path {name}: {dev}'s address changed {was} -> {}; re-opening the socket",
+                a.ip()
+            ),
             Err(_) => dwarn!(now, "path {name}: {dev} lost its address {was}"),
         }
-        bond.handle_path_error(now, self.id);
+        bond.handle_path_error(now, *id);
         self.reopen(now);
     }
 
