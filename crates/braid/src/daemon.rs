@@ -505,6 +505,7 @@ impl Daemon {
                 b.interface
             );
         }
+        let now = clock.now();
         let d = Daemon {
             clock,
             bond,
@@ -755,7 +756,14 @@ impl Daemon {
                         Incoming::Drop => {}
                     }
                     notices.after_incoming(now, &p.name, Some(src), sealer);
-                    if *remote != was {
+                    if *remote != was && uplink::is_unknown(&was) {
+                        dlog!(
+                            now,
+                            "path {}: peer is at {} (learned from its datagrams)",
+                            p.name,
+                            *remote
+                        );
+                    } else if *remote != was {
                         dlog!(now, "path {}: peer moved {was} -> {}", p.name, *remote);
                     }
                 }

@@ -47,18 +47,34 @@ pub fn pick_mark(s: &RoutingSettings) -> Result<Option<u32>, CommandError> {
     if !s.uses_table() {
         return Ok(None);
     }
-    for t in FIRST_TABLE..FIRST_TABLE + TABLES_TRIED {
-        let table = t.to_string();
-        let v4 = hooks::ip(&["-4", "route", "show", "table", &table])?;
-        let v6 = hooks::ip(&["-6", "route", "show", "table", &table]).unwrap_or_default();
-        if v4.trim().is_empty() && v6.trim().is_empty() {
-            return Ok(Some(t));
+    // Every table that holds a route, IPv4 and IPv6 (`ip route show table N` of a table
+    // that does not exist fails on recent kernels, so all are listed at once).
+    let mut used = String::new();
+    for fam in ["-4", "-6"] {
+        match hooks::ip(&[fam, "route", "show", "table", "all"]) {
+            Ok(out) => used.push_str(&out),
+            Err(e) if fam == "-4" => return Err(e),
+            Err(_) => {} // no IPv6 on this host
         }
+    }
+    let used = tables_in(&used);
+    if let Some(t) = (FIRST_TABLE..FIRST_TABLE + TABLES_TRIED).find(|t| !used.contains(t)) {
+        return Ok(Some(t));
     }
     Err(CommandError(format!(
         "bond.routes: no free routing table in {FIRST_TABLE}..{}; set bond.fwmark",
         FIRST_TABLE + TABLES_TRIED
     )))
+}
+
+/// The numbered tables `ip route show table all` names (`... table 51820 ...`).
+fn tables_in(out: &str) -> Vec<u32> {
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| w.first() == Some(&"table"))
+        .filter_map(|w| w.get(1).and_then(|t| t.parse().ok()))
+        .collect()
 }
 
 impl Routing {
@@ -166,5 +182,17 @@ impl Drop for Routing {
     fn drop(&mut self) {
         // The daemon's log carries its own clock; at drop only the order matters.
         self.down(Instant::ZERO);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_in_a_route_dump() {
+        let out = "default via 10.1.0.1 dev up1\ndefault dev wg0 table 51820 scope link\n\
+                   local 127.0.0.1 dev lo table local proto kernel\n::/0 dev x table 51821 metric 1024\n";
+        assert_eq!(tables_in(out), [51820, 51821]);
     }
 }

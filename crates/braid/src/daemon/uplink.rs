@@ -151,13 +151,16 @@ impl UdpIo {
 /// take their answers.
 pub(super) fn wait_resolved(paths: &mut [PathIo], bond: &mut Bond, clock: &super::Clock) {
     let start = clock.now();
-    while paths.iter().any(PathIo::resolving)
-        && clock.now().saturating_since(start) < RESOLVE_AT_START
-    {
+    loop {
+        for p in paths.iter_mut() {
+            p.check_uplink(clock.now(), bond);
+        }
+        if !paths.iter().any(PathIo::resolving)
+            || clock.now().saturating_since(start) >= RESOLVE_AT_START
+        {
+            return;
+        }
         std::thread::sleep(Duration::from_millis(10));
-    }
-    for p in paths {
-        p.check_uplink(clock.now(), bond);
     }
 }
 
