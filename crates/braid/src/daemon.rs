@@ -444,6 +444,9 @@ impl Daemon {
         let signals = Signals::new().map_err(|e| anyhow::anyhow!("signalfd: {e}"))?;
         let b = &cfg.bond;
         let plan = crate::privileges::plan(b.run_as.as_ref())?;
+        if plan.is_some() && !b.routing.routes.is_empty() {
+            anyhow::bail!("--user is not possible with bond.routes: braid removes its routing rules when it stops, which needs CAP_NET_ADMIN; run without --user (as root, or as a user given CAP_NET_ADMIN, as a systemd unit with AmbientCapabilities= does)");
+        }
         if std::os::unix::net::UnixStream::connect(control_path).is_ok() {
             anyhow::bail!(
                 "another braid is already running with control socket {}",

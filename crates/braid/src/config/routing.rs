@@ -81,7 +81,7 @@ pub(super) fn validate(r: RawRouting<'_>) -> VResult<RoutingSettings> {
         if r.user && !routes.is_empty() {
             return Err(at(
                 s,
-                "bond.routes: not with bond.user: braid removes its routing rules when it stops, which needs CAP_NET_ADMIN; leave out bond.user (the systemd unit keeps only CAP_NET_ADMIN), or add the routes in a post_up hook".into(),
+                "bond.routes: not with bond.user: braid removes its routing rules when it stops, which needs CAP_NET_ADMIN; leave out bond.user (run as root, or as a user given CAP_NET_ADMIN, as a systemd unit with AmbientCapabilities= does), or add the routes in a post_up hook".into(),
             ));
         }
     }

@@ -6,6 +6,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use braid_core::Instant;
+
+use crate::log::dlog;
+
 /// How long one hook may run.
 pub const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one `ip` command may run.
@@ -23,13 +27,22 @@ impl std::fmt::Display for CommandError {
 
 impl std::error::Error for CommandError {}
 
-/// Run `cmd` (described as `what`) for at most `timeout`; its stdout on success. Stderr
-/// is captured and quoted (last line) when it fails.
+/// What a command that succeeded printed.
+#[derive(Debug, Default)]
+pub struct Printed {
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+/// Run `cmd` (described as `what`) for at most `timeout`; what it printed on success. Its
+/// stderr is quoted (last line) when it fails.
 #[expect(
     clippy::disallowed_methods,
     reason = "a command's deadline, at start or stop, outside the loop and its clock"
 )]
-pub fn run(what: &str, cmd: &mut Command, timeout: Duration) -> Result<String, CommandError> {
+pub fn run(what: &str, cmd: &mut Command, timeout: Duration) -> Result<Printed, CommandError> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -65,7 +78,7 @@ pub fn run(what: &str, cmd: &mut Command, timeout: Duration) -> Result<String, C
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     if status.success() {
-        return Ok(stdout);
+        return Ok(Printed { stdout, stderr });
     }
     let how = match status.code() {
         Some(c) => format!("exited with status {c}"),
@@ -100,14 +113,18 @@ fn reader<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Str
 }
 
 /// Run one hook: `sh -c COMMAND` with `%i` replaced by the interface name (as wg-quick)
-/// and `BRAID_INTERFACE` set; its output is passed on to the daemon's log (stderr).
-pub fn hook(key: &str, command: &str, interface: &str) -> Result<(), CommandError> {
+/// and `BRAID_INTERFACE` set; its output goes to the daemon's log, a line each.
+pub fn hook(now: Instant, key: &str, command: &str, interface: &str) -> Result<(), CommandError> {
     let line = command.replace("%i", interface);
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(&line).env("BRAID_INTERFACE", interface);
     let out = run(&format!("{key} `{line}`"), &mut cmd, HOOK_TIMEOUT)?;
-    for l in out.lines().filter(|l| !l.trim().is_empty()) {
-        eprintln!("{key}: {l}");
+    for l in [out.stdout, out.stderr]
+        .iter()
+        .flat_map(|o| o.lines())
+        .filter(|l| !l.trim().is_empty())
+    {
+        dlog!(now, "{key}: {l}");
     }
     Ok(())
 }
@@ -119,6 +136,7 @@ pub fn ip(args: &[&str]) -> Result<String, CommandError> {
         Command::new("ip").args(args),
         IP_TIMEOUT,
     )
+    .map(|p| p.stdout)
 }
 
 #[cfg(test)]
@@ -131,14 +149,20 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("out");
         let cmd = format!("echo %i $BRAID_INTERFACE > {}", f.display());
-        hook("bond.post_up", &cmd, "brx0").unwrap();
+        hook(Instant::ZERO, "bond.post_up", &cmd, "brx0").unwrap();
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "brx0 brx0\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn failures_say_what_and_why() {
-        let e = hook("bond.post_up", "echo nope >&2; exit 3", "brx0").unwrap_err();
+        let e = hook(
+            Instant::ZERO,
+            "bond.post_up",
+            "echo nope >&2; exit 3",
+            "brx0",
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "bond.post_up `echo nope >&2; exit 3`: exited with status 3: nope"

@@ -143,7 +143,7 @@ impl Routing {
             }
         }
         for c in &s.post_up {
-            hooks::hook("bond.post_up", c, interface)?;
+            hooks::hook(now, "bond.post_up", c, interface)?;
             dlog!(now, "bond.post_up `{c}` done");
         }
         r.hooks_up = true;
@@ -163,7 +163,7 @@ impl Routing {
     pub fn down(&mut self, now: Instant) {
         if std::mem::take(&mut self.hooks_up) {
             for c in std::mem::take(&mut self.pre_down) {
-                match hooks::hook("bond.pre_down", &c, &self.interface) {
+                match hooks::hook(now, "bond.pre_down", &c, &self.interface) {
                     Ok(()) => dlog!(now, "bond.pre_down `{c}` done"),
                     Err(e) => dwarn!(now, "{e}"),
                 }
