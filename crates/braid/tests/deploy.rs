@@ -530,3 +530,61 @@ fn run() -> Result<()> {
     );
     Ok(())
 }
+
+/// A `post_up` that fails stops `braid up` with the command and why; what was added (the
+/// rules, the route, the interface) is gone again, and `pre_down` does not run.
+#[test]
+fn a_failing_post_up_stops_braid_up_and_undoes_the_routes() {
+    let Some(_one) = common::netns_or_skip("a_failing_post_up_stops_braid_up") else {
+        return;
+    };
+    if let Err(e) = failing_post_up() {
+        panic!("{e:#}");
+    }
+}
+
+fn failing_post_up() -> Result<()> {
+    let topo = netns::Topology::new(1)?;
+    let marker = topo.file("pre_down-ran");
+    let conf = topo.file("a.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[bond]\ninterface = \"braid0\"\naddress = \"10.200.0.1/30\"\nencryption = \"none\"\n\
+             routes = [\"0.0.0.0/0\", \"10.8.0.0/16\"]\n\
+             post_up = [\"true\", \"echo broken >&2; exit 3\"]\npre_down = \"touch {}\"\n\
+             [[path]]\nname = \"p0\"\nlocal = \"10.201.0.1:7000\"\nremote = \"10.201.0.2:7000\"\n",
+            marker.display()
+        ),
+    )?;
+    let out = netns::run_timeout(
+        netns::ns_command(&topo.ns_a, common::braid())
+            .arg("up")
+            .arg("--config")
+            .arg(&conf)
+            .arg("--control")
+            .arg(topo.file("a.sock")),
+        Duration::from_secs(30),
+    )?;
+    let want = "bond.post_up `echo broken >&2; exit 3`: exited with status 3: broken";
+    if out.status.code() != Some(1) || !out.stderr.contains(want) {
+        bail!(
+            "braid up with a failing post_up: {}, stderr: {}",
+            out.status,
+            out.stderr
+        );
+    }
+    let rules = ip(&topo.ns_a, "rule show")?;
+    let main = ip(&topo.ns_a, "route show")?;
+    let links = ip(&topo.ns_a, "link show")?;
+    if rules.contains("suppress_prefixlength") || rules.contains("fwmark") {
+        bail!("rules left behind: {rules}");
+    }
+    if main.contains("10.8.0.0") || links.contains("braid0") {
+        bail!("routes or interface left behind: {main} {links}");
+    }
+    if marker.exists() {
+        bail!("pre_down ran although post_up failed");
+    }
+    Ok(())
+}

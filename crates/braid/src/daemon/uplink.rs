@@ -289,6 +289,50 @@ mod tests {
         assert!(is_unknown(&u.remote));
     }
 
+    /// Wait (bounded) for a resolution in flight to be taken by `check_uplink`.
+    fn settle(p: &mut PathIo, bond: &mut Bond, now: Instant) {
+        for _ in 0..500 {
+            p.check_uplink(now, bond);
+            if !p.resolving() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no answer from the resolver");
+    }
+
+    #[test]
+    fn a_name_is_resolved_again_while_the_path_is_down() {
+        let mut bond = Bond::new(Default::default(), Instant::ZERO);
+        let id = bond
+            .add_path(Instant::ZERO, crate::config::path_config("p", 0, 0))
+            .unwrap();
+        let target = Remote::Name {
+            host: "localhost".into(),
+            port: 7001,
+        };
+        let carrier = Carrier::Udp(io("127.0.0.1:0", None, target));
+        let mut p = PathIo::new(Instant::ZERO, id, "p".into(), carrier, None);
+        assert_eq!(bond.path_state(id), Some(LinkState::Down));
+        let t0 = Instant::from_millis(10);
+        p.check_uplink(t0, &mut bond);
+        assert!(p.resolving(), "a name not known yet is resolved");
+        settle(&mut p, &mut bond, t0);
+        let remote = |p: &PathIo| p.udp_io().map(|u| u.remote);
+        assert_eq!(remote(&p), Some("127.0.0.1:7001".parse().unwrap()));
+        // Down, but resolved less than RESOLVE_RETRY ago: not again yet.
+        p.check_uplink(t0 + RESOLVE_RETRY / 2, &mut bond);
+        assert!(!p.resolving());
+        // Still down RESOLVE_RETRY later: again.
+        p.check_uplink(t0 + RESOLVE_RETRY, &mut bond);
+        assert!(p.resolving(), "a down path resolves its name again");
+        settle(&mut p, &mut bond, t0 + RESOLVE_RETRY);
+        assert_eq!(
+            p.uplink_due(t0 + RESOLVE_RETRY),
+            Some(t0 + RESOLVE_RETRY * 2)
+        );
+    }
+
     #[test]
     fn resolves_a_name_off_the_loop() {
         let mut u = io(
