@@ -24,8 +24,12 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub mod diff;
+mod endpoint;
+mod routing;
 mod security;
 mod shape;
+pub use endpoint::Remote;
+pub use routing::{Prefix, RoutingSettings};
 pub use security::{Encryption, KeySettings};
 pub use shape::ShapeSettings;
 
@@ -132,6 +136,8 @@ pub struct BondSettings {
     /// `user` (and `group`): the account the daemon switches to once the TUN, sockets,
     /// ttys and control socket are open (`braid up --user` overrides it).
     pub run_as: Option<crate::privileges::RunAs>,
+    /// `routes`, `fwmark`, `post_up`, `pre_down`.
+    pub routing: RoutingSettings,
 }
 
 /// One validated `[[path]]`.
@@ -153,10 +159,11 @@ pub struct PathSettings {
 /// `kind = "udp"`: the path's socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UdpSettings {
-    /// Local address to bind the path's UDP socket to.
+    /// Local address to bind the path's UDP socket to; an unspecified address (with
+    /// `dev`) follows the device's address.
     pub local: SocketAddr,
-    /// The peer's address for this path.
-    pub remote: SocketAddr,
+    /// The peer's address for this path: literal, a DNS name, or learned.
+    pub remote: Remote,
     /// Interface to bind to (SO_BINDTODEVICE).
     pub dev: Option<String>,
     /// MTU of the link under the path (`mtu`, default 1500): with the IP and UDP headers
@@ -284,7 +291,7 @@ impl PathSettings {
                 c.ack_delay = Some(serial_ack_delay(s.baud, s.mtu));
                 c.fixed_rate = true;
             }
-            Transport::Udp(u) => c.max_datagram = udp_max_datagram(&u.remote, u.link_mtu, sealed),
+            Transport::Udp(u) => c.max_datagram = udp_max_datagram(&u.local, u.link_mtu, sealed),
         }
         c
     }
@@ -528,6 +535,10 @@ struct RawBond {
     rekey_after_s: Option<S<i64>>,
     user: Option<S<String>>,
     group: Option<S<String>>,
+    routes: Option<S<Vec<String>>>,
+    fwmark: Option<S<i64>>,
+    post_up: Option<S<routing::RawHooks>>,
+    pre_down: Option<S<routing::RawHooks>>,
 }
 
 #[derive(Deserialize)]
@@ -825,6 +836,8 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
     let mut names = HashSet::new();
     let mut locals = HashSet::new();
     let mut devices = HashSet::new();
+    // Paths without `remote` (learned), allowed on a sealed bond only.
+    let mut learned: Vec<(usize, Range<usize>)> = Vec::new();
     let path_modes: Vec<Option<S<String>>> =
         raw.path.iter().map(|p| p.get_ref().mode.clone()).collect();
     for (i, p) in raw.path.into_iter().enumerate() {
@@ -865,7 +878,11 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
                         format!("{}: only for kind = \"serial\"", key("baud")),
                     ));
                 }
-                Transport::Udp(udp_path(&p, &key, &need, &mut locals)?)
+                let u = udp_path(&p, &key, &need, &mut locals)?;
+                if u.remote == Remote::Learn {
+                    learned.push((i, span.clone()));
+                }
+                Transport::Udp(u)
             }
             "serial" => Transport::Serial(serial_path(
                 &p,
@@ -1030,6 +1047,21 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
             s.crc = s.mode == SerialMode::Bond && !encryption.is_sealed();
         }
     }
+    let routing = routing::validate(routing::RawRouting {
+        routes: &b.routes,
+        fwmark: &b.fwmark,
+        post_up: &b.post_up,
+        pre_down: &b.pre_down,
+        user: run_as.is_some(),
+    })?;
+    if !encryption.is_sealed() {
+        if let Some((i, span)) = learned.first() {
+            return Err((
+                Some(span.clone()),
+                format!("path[{i}].remote: missing; it may be left out (learned from the peer's datagrams) only on a sealed bond: with encryption = \"none\" braid accepts datagrams only from a path's remote"),
+            ));
+        }
+    }
     let bond = BondSettings {
         interface,
         address,
@@ -1039,6 +1071,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         core,
         encryption,
         run_as,
+        routing,
     };
     let shape = match raw.shape {
         None => None,
@@ -1067,29 +1100,42 @@ fn udp_path(
     p: &RawPath,
     key: &dyn Fn(&str) -> String,
     need: &Need<'_>,
-    locals: &mut HashSet<SocketAddr>,
+    locals: &mut HashSet<(SocketAddr, Option<String>)>,
 ) -> VResult<UdpSettings> {
     let local_s = need(&p.local, "local", "\"10.201.0.1:7000\"")?;
-    let local = parse_endpoint(local_s.get_ref())
+    let local = endpoint::parse_local(local_s.get_ref(), p.dev.is_some())
         .map_err(|m| at(&local_s, format!("{}: {m}", key("local"))))?;
-    if !locals.insert(local) {
+    // An unspecified local follows its device's address: unique with the device.
+    let dev_key = local
+        .ip()
+        .is_unspecified()
+        .then(|| p.dev.as_ref().map(|d| d.get_ref().clone()))
+        .flatten();
+    if !locals.insert((local, dev_key)) {
         return Err(at(
             &local_s,
             format!("{}: {local} is already used by another path", key("local")),
         ));
     }
-    let remote_s = need(&p.remote, "remote", "\"10.201.0.2:7000\"")?;
-    let remote = parse_endpoint(remote_s.get_ref())
-        .map_err(|m| at(&remote_s, format!("{}: {m}", key("remote"))))?;
-    if local.is_ipv4() != remote.is_ipv4() {
-        return Err(at(
-            &remote_s,
-            format!(
-                "{}: {remote} and local {local} are of different address families",
-                key("remote")
-            ),
-        ));
-    }
+    let remote = match &p.remote {
+        None => Remote::Learn,
+        Some(remote_s) => {
+            let remote = endpoint::parse_remote(remote_s.get_ref())
+                .map_err(|m| at(remote_s, format!("{}: {m}", key("remote"))))?;
+            if let Remote::Addr(r) = remote {
+                if local.is_ipv4() != r.is_ipv4() {
+                    return Err(at(
+                        remote_s,
+                        format!(
+                            "{}: {r} and local {local} are of different address families",
+                            key("remote")
+                        ),
+                    ));
+                }
+            }
+            remote
+        }
+    };
     let dev = match &p.dev {
         None => None,
         Some(s) => {

@@ -27,9 +27,12 @@ use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
 use crate::sys::udp::{self, ErrorKind};
 
+mod hooks;
 mod notices;
 mod reload;
+mod routes;
 mod serial;
+mod uplink;
 use notices::Notices;
 pub use serial::{FrameCodec, SerialCounters, SerialPath};
 
@@ -79,15 +82,56 @@ pub struct IoCounters {
 /// A UDP path's socket and endpoints.
 #[derive(Debug)]
 pub struct UdpIo {
-    /// Local address.
+    /// Local address as configured (unspecified: follow `dev`'s address).
     pub local: SocketAddr,
-    /// Remote address.
+    /// The peer's current address (port 0: not known yet, nothing is sent).
     pub remote: SocketAddr,
     /// Device binding.
     pub dev: Option<String>,
     sock: Option<UdpSocket>,
     /// When `remote` may move to a new source address (`seal::Roaming`).
     roam: Roaming,
+    /// The configured `remote` and SO_MARK, the device's address, name resolution
+    /// (`daemon/uplink.rs`).
+    uplink: Box<uplink::Uplink>,
+}
+
+impl UdpIo {
+    /// A path's endpoints, no socket yet.
+    fn new(
+        local: SocketAddr,
+        target: config::Remote,
+        dev: Option<String>,
+        mark: Option<u32>,
+    ) -> UdpIo {
+        UdpIo {
+            local,
+            remote: target
+                .addr()
+                .unwrap_or_else(|| uplink::unknown_peer(local.is_ipv4())),
+            dev,
+            sock: None,
+            roam: Roaming::default(),
+            uplink: Box::new(uplink::Uplink::new(target, mark)),
+        }
+    }
+
+    /// Set the configured `remote` (a reload): a new address at once, a name resolved
+    /// afresh, a learned one kept.
+    fn set_target(&mut self, now: Instant, target: &config::Remote) {
+        if &self.uplink.target == target {
+            return;
+        }
+        self.uplink.target = target.clone();
+        if let Some(a) = target.addr() {
+            self.remote = a;
+        }
+        self.roam = Roaming::default();
+        if matches!(target, config::Remote::Name { .. }) {
+            self.remote = uplink::unknown_peer(self.local.is_ipv4());
+            self.start_resolving(now);
+        }
+    }
 }
 
 /// What carries a path: a UDP socket or a serial line.
@@ -141,29 +185,26 @@ impl PathIo {
         p
     }
 
-    /// A UDP path's IO from its settings.
+    /// A UDP path's IO from its settings; `mark`: the sockets' SO_MARK.
     fn udp(
         now: Instant,
         id: PathId,
         name: String,
         u: &UdpSettings,
         emu: Option<EmuConfig>,
+        mark: Option<u32>,
     ) -> PathIo {
-        let carrier = Carrier::Udp(UdpIo {
-            local: u.local,
-            remote: u.remote,
-            dev: u.dev.clone(),
-            sock: None,
-            roam: Roaming::default(),
-        });
-        PathIo::new(now, id, name, carrier, emu)
+        let carrier = Carrier::Udp(UdpIo::new(u.local, u.remote.clone(), u.dev.clone(), mark));
+        let mut p = PathIo::new(now, id, name, carrier, emu);
+        p.resolve_now(now);
+        p
     }
 
     /// A path's IO from its settings: opens the socket or tty (a serial line at a rate
     /// that is not a standard one is warned about).
-    fn open(now: Instant, id: PathId, p: &PathSettings) -> PathIo {
+    fn open(now: Instant, id: PathId, p: &PathSettings, mark: Option<u32>) -> PathIo {
         match &p.transport {
-            Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, p.emulate.clone()),
+            Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, p.emulate.clone(), mark),
             Transport::Serial(s) => {
                 if termios_baud(s.baud) != s.baud {
                     dwarn!(
@@ -216,12 +257,16 @@ impl PathIo {
     /// later.
     fn try_open(&mut self, now: Instant) -> bool {
         let res = match &mut self.carrier {
-            Carrier::Udp(u) => match udp::open(u.local, u.remote, u.dev.as_deref()) {
-                Ok(s) => {
-                    u.sock = Some(s);
-                    Ok(format!("socket open again ({} -> {})", u.local, u.remote))
-                }
-                Err(e) => Err((e.to_string(), e.err.raw_os_error())),
+            Carrier::Udp(u) => match u.bind_addr() {
+                Err(why) => Err((why, None)),
+                Ok(at) => match udp::open(at, u.dev.as_deref(), u.uplink.mark) {
+                    Ok(s) => {
+                        u.sock = Some(s);
+                        u.uplink.bound = Some(at);
+                        Ok(format!("socket open again ({at} -> {})", u.uplink.target))
+                    }
+                    Err(e) => Err((e.to_string(), e.err.raw_os_error())),
+                },
             },
             Carrier::Serial(s) => match s.open() {
                 Ok(()) => Ok(format!("{} open again", s.cfg.device.display())),
@@ -277,7 +322,10 @@ impl PathIo {
             Carrier::Udp(u) => {
                 v["kind"] = "udp".into();
                 v["local"] = u.local.to_string().into();
-                v["remote"] = u.remote.to_string().into();
+                v["bound"] = json!(u.uplink.bound.map(|a| a.to_string()));
+                v["remote"] = json!((!uplink::is_unknown(&u.remote)).then(|| u.remote.to_string()));
+                v["remote_config"] = u.uplink.target.to_string().into();
+                v["resolving"] = self.resolving().into();
                 v["dev"] = json!(u.dev);
                 v["socket"] = if u.sock.is_some() { "open" } else { "closed" }.into();
             }
@@ -295,7 +343,7 @@ impl PathIo {
             Carrier::Udp(u) => format!(
                 "{} -> {}{}",
                 u.local,
-                u.remote,
+                u.uplink.target,
                 u.dev
                     .as_ref()
                     .map(|d| format!(" dev {d}"))
@@ -317,6 +365,11 @@ impl PathIo {
 pub struct Daemon {
     clock: Clock,
     bond: Bond,
+    /// Routes, rules and hooks around the bond (`daemon/routes.rs`); before `tun`, so
+    /// that it is undone while the interface still exists.
+    routing: routes::Routing,
+    /// The path sockets' SO_MARK (the routes' fwmark), if any.
+    mark: Option<u32>,
     tun: Tun,
     paths: Vec<PathIo>,
     sealer: Sealer,
@@ -384,6 +437,9 @@ impl Daemon {
         let signals = Signals::new().map_err(|e| anyhow::anyhow!("signalfd: {e}"))?;
         let b = &cfg.bond;
         let plan = crate::privileges::plan(b.run_as.as_ref())?;
+        if plan.is_some() && !b.routing.routes.is_empty() {
+            anyhow::bail!("--user is not possible with bond.routes: braid removes its routing rules when it stops, which needs CAP_NET_ADMIN; run without --user (as root, or as a user given CAP_NET_ADMIN, as a systemd unit with AmbientCapabilities= does)");
+        }
         if std::os::unix::net::UnixStream::connect(control_path).is_ok() {
             anyhow::bail!(
                 "another braid is already running with control socket {}",
@@ -414,9 +470,10 @@ impl Daemon {
             );
             bond.set_shaper(now, Some(shaper), shape.spec.link_bps.is_none());
         }
+        let mark = routes::pick_mark(&b.routing).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut paths = Vec::with_capacity(cfg.paths.len());
         for (p, id) in cfg.paths.iter().zip(ids) {
-            let io = PathIo::open(now, id, p);
+            let io = PathIo::open(now, id, p, mark);
             if let (Some(e), Some(libc::EADDRINUSE | libc::EPERM | libc::EACCES)) =
                 (&io.last_error, io.last_errno)
             {
@@ -425,6 +482,10 @@ impl Daemon {
             paths.push(io);
         }
         let raw_ip = paths.len() == 1 && paths.iter().all(PathIo::is_raw_ip);
+        // Names resolve through the uplinks' routes, before routes go through the bond.
+        uplink::wait_resolved(&mut paths, &mut bond, &clock);
+        let routing = routes::Routing::up(clock.now(), &b.routing, &b.interface, mark)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let control = ControlServer::bind(control_path)?;
         // Everything privileged is open: become the `--user`, if any.
         let (privileges, notes) = crate::privileges::apply(plan, cfg, &control)?;
@@ -440,9 +501,12 @@ impl Daemon {
                 b.interface
             );
         }
+        let now = clock.now();
         let d = Daemon {
             clock,
             bond,
+            routing,
+            mark,
             tun,
             paths,
             notices: Notices::new(&sealer, now),
@@ -500,7 +564,7 @@ impl Daemon {
         loop {
             // Timers and output for what the last wake-up brought in.
             self.turn_output(now);
-            let timeout = self.next_wakeup().map(|t| t.saturating_since(now));
+            let timeout = self.next_wakeup(now).map(|t| t.saturating_since(now));
 
             self.pollfds.clear();
             slots.clear();
@@ -551,6 +615,7 @@ impl Daemon {
                                 signal::name(sig),
                                 self.interface
                             );
+                            self.routing.down(now);
                             return Ok(());
                         }
                     }
@@ -563,7 +628,7 @@ impl Daemon {
         }
     }
 
-    fn next_wakeup(&self) -> Option<Instant> {
+    fn next_wakeup(&self, now: Instant) -> Option<Instant> {
         let mut next = self.bond.poll_timeout();
         let mut merge = |t: Option<Instant>| {
             if let Some(t) = t {
@@ -574,6 +639,7 @@ impl Daemon {
         merge(crate::log::next_repeat_due());
         merge(self.control.poll_timeout());
         for p in &self.paths {
+            merge(p.uplink_due(now));
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
             if !p.is_open() {
                 merge(Some(p.retry_at));
@@ -684,7 +750,14 @@ impl Daemon {
                         Incoming::Drop => {}
                     }
                     notices.after_incoming(now, &p.name, Some(src), sealer);
-                    if *remote != was {
+                    if *remote != was && uplink::is_unknown(&was) {
+                        dlog!(
+                            now,
+                            "path {}: peer is at {} (learned from its datagrams)",
+                            p.name,
+                            *remote
+                        );
+                    } else if *remote != was {
                         dlog!(now, "path {}: peer moved {was} -> {}", p.name, *remote);
                     }
                 }
@@ -718,6 +791,7 @@ impl Daemon {
             if !p.is_open() && p.retry_at <= now {
                 p.try_open(now);
             }
+            p.check_uplink(now, &mut self.bond);
         }
         if self.bond.poll_timeout().is_some_and(|t| t <= now) {
             self.bond.handle_timeout(now);
@@ -826,13 +900,14 @@ impl Daemon {
             applied,
             config_file,
             privileges,
+            mark,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
             match req {
                 Err(e) => control::error(e),
                 Ok(Request::Reload) => {
-                    match reload::reload(now, config_file.as_deref(), applied, bond, paths) {
+                    match reload::reload(now, config_file.as_deref(), applied, bond, paths, *mark) {
                         Ok(changes) => json!({"ok": true, "changes": changes}),
                         Err(e) => control::error(e),
                     }
@@ -846,7 +921,7 @@ impl Daemon {
                         req,
                         (interface, address),
                         *tun_write_errors,
-                        sealer.enabled(),
+                        (sealer.enabled(), *mark),
                     );
                     reload::note(applied, &asked, &v);
                     if *raw_ip {
@@ -938,6 +1013,11 @@ fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, to: SocketAddr, data:
         p.counters.send_errors += 1;
         return;
     };
+    if uplink::is_unknown(&to) {
+        // The peer's address is not known yet (a name not resolved, or a path waiting for
+        // the peer's first datagram): nothing to send to.
+        return;
+    }
     if let Err(e) = sock.send_to(data, to) {
         match udp::classify(&e) {
             ErrorKind::WouldBlock => p.counters.send_would_block += 1,
@@ -963,7 +1043,7 @@ fn handle_request(
     req: Request,
     (interface, address): (&str, &str),
     tun_write_errors: u64,
-    sealed: bool,
+    (sealed, mark): (bool, Option<u32>),
 ) -> Value {
     match req {
         Request::Status => {
@@ -1019,7 +1099,7 @@ fn handle_request(
                 ));
             }
             // Open the socket first: a clear local mistake (address in use) is refused.
-            let sock = udp::open(local, remote, dev.as_deref());
+            let sock = udp::open(local, dev.as_deref(), mark);
             if let Err(e) = &sock {
                 if matches!(
                     e.err.raw_os_error(),
@@ -1038,13 +1118,7 @@ fn handle_request(
             let mut io = PathIo {
                 id,
                 name: name.clone(),
-                carrier: Carrier::Udp(UdpIo {
-                    local,
-                    remote,
-                    dev,
-                    sock: None,
-                    roam: Roaming::default(),
-                }),
+                carrier: Carrier::Udp(UdpIo::new(local, config::Remote::Addr(remote), dev, mark)),
                 retry_at: now,
                 last_error: None,
                 last_errno: None,
@@ -1117,13 +1191,12 @@ mod tests {
             paths.push(PathIo {
                 id,
                 name: (*n).to_owned(),
-                carrier: Carrier::Udp(UdpIo {
-                    local: format!("127.0.0.1:{}", 40000 + i).parse().unwrap(),
-                    remote: "127.0.0.1:1".parse().unwrap(),
-                    dev: None,
-                    sock: None,
-                    roam: Roaming::default(),
-                }),
+                carrier: Carrier::Udp(UdpIo::new(
+                    format!("127.0.0.1:{}", 40000 + i).parse().unwrap(),
+                    config::Remote::Addr("127.0.0.1:1".parse().unwrap()),
+                    None,
+                    None,
+                )),
                 retry_at: Instant::FAR_FUTURE,
                 last_error: None,
                 last_errno: None,
@@ -1142,7 +1215,7 @@ mod tests {
             r,
             ("braid0", "10.0.0.1/30"),
             0,
-            true,
+            (true, None),
         )
     }
 

@@ -289,6 +289,7 @@ fn refusals(old: &Config, new: &Config) -> Vec<Refusal> {
             format!("{} -> {}", show(&a.run_as), show(&b.run_as)),
         );
     }
+    routing_refusals(&a.routing, &b.routing, &mut refuse);
     let raw_ip = |c: &Config| {
         c.paths
             .iter()
@@ -459,7 +460,7 @@ fn udp_keys(k: &mut Keys, a: &UdpSettings, b: &UdpSettings) -> Reopen {
     });
     k.cmp("mtu", &a.link_mtu, &b.link_mtu, ToString::to_string);
     // The largest datagram follows the link's MTU and the address family's headers.
-    if a.link_mtu != b.link_mtu || a.remote.is_ipv4() != b.remote.is_ipv4() {
+    if a.link_mtu != b.link_mtu || a.local.is_ipv4() != b.local.is_ipv4() {
         Reopen::Recreate
     } else if a.local != b.local || a.dev != b.dev {
         Reopen::Socket
@@ -546,3 +547,31 @@ fn class_keys(a: &ClassSpec, b: &ClassSpec) -> Vec<KeyChange> {
 
 #[cfg(test)]
 mod tests;
+
+/// `routes`, `fwmark`, `post_up`, `pre_down`: set up when the bond starts and undone when it
+/// stops, so a change needs a restart.
+fn routing_refusals(
+    a: &super::RoutingSettings,
+    b: &super::RoutingSettings,
+    refuse: &mut dyn FnMut(&str, String),
+) {
+    let list = |v: &[String]| format!("[{}]", v.join(", "));
+    if a.routes != b.routes {
+        let r: Vec<String> = a.routes.iter().map(ToString::to_string).collect();
+        let s: Vec<String> = b.routes.iter().map(ToString::to_string).collect();
+        refuse("bond.routes", format!("{} -> {}", list(&r), list(&s)));
+    }
+    if a.fwmark != b.fwmark {
+        let show = |m: Option<u32>| m.map_or("auto".to_owned(), |m| m.to_string());
+        refuse(
+            "bond.fwmark",
+            format!("{} -> {}", show(a.fwmark), show(b.fwmark)),
+        );
+    }
+    if a.post_up != b.post_up {
+        refuse("bond.post_up", "changed".into());
+    }
+    if a.pre_down != b.pre_down {
+        refuse("bond.pre_down", "changed".into());
+    }
+}

@@ -109,7 +109,10 @@ fn full_config_maps_every_key() {
     let p0 = &c.paths[0];
     assert_eq!(p0.name, "p0");
     assert_eq!(p0.udp().unwrap().local, "10.201.0.1:7000".parse().unwrap());
-    assert_eq!(p0.udp().unwrap().remote, "10.201.0.2:7000".parse().unwrap());
+    assert_eq!(
+        p0.udp().unwrap().remote,
+        Remote::Addr("10.201.0.2:7000".parse().unwrap())
+    );
     assert_eq!(
         (p0.bps, p0.prio, p0.udp().unwrap().dev.as_deref()),
         (10_000_000, 5, Some("eth1"))
@@ -512,7 +515,12 @@ fn path_endpoints() {
     );
     let e = err(&path("0.0.0.0:7000", "10.0.0.2:7000"));
     assert!(
-        e.contains("path[0].local: \"0.0.0.0:7000\": needs a unicast address"),
+        e.contains("path[0].local: \"0.0.0.0:7000\": an unspecified address needs `dev`"),
+        "{e}"
+    );
+    let e = err(&path("224.0.0.1:7000", "10.0.0.2:7000"));
+    assert!(
+        e.contains("path[0].local: \"224.0.0.1:7000\": needs a unicast address"),
         "{e}"
     );
     let e = err(&path("10.0.0.1:7000", "[fd00::2]:7000"));
@@ -520,7 +528,7 @@ fn path_endpoints() {
     let e = err(&format!(
         "{MIN_BOND}[[path]]\nname = \"a\"\nlocal = \"10.0.0.1:1\"\n"
     ));
-    assert!(e.starts_with("t.toml:4:1: path[0].remote: missing"), "{e}");
+    assert!(e.starts_with("t.toml:4:1: path[0].remote: missing; it may be left out (learned from the peer's datagrams) only on a sealed bond"), "{e}");
     let dup = format!("{MIN_BOND}{P0}[[path]]\nname = \"p1\"\nlocal = \"10.201.0.1:7000\"\nremote = \"10.201.0.6:7000\"\n");
     assert_eq!(
         err(&dup),
@@ -1203,4 +1211,91 @@ fn user_and_group_to_run_as() {
             .to_string();
         assert_eq!(e, want);
     }
+}
+
+/// A sealed `[bond]` with inline keys (the config is not read from a file, so no mode check).
+fn sealed_bond() -> String {
+    format!("[bond]\naddress = \"10.0.0.1/30\"\nprivate_key = \"{KEY_A}\"\npeer_public_key = \"{PUB_B}\"\n")
+}
+
+#[test]
+fn uplinks_that_change() {
+    // A DHCP uplink: its device's address, whatever it is; a server by name.
+    let c = parse(&format!(
+        "{MIN_BOND}[[path]]\nname = \"lte\"\nlocal = \"0.0.0.0:7000\"\ndev = \"wwan0\"\nremote = \"vpn.example.org:7000\"\n\
+         [[path]]\nname = \"dsl\"\nlocal = \"0.0.0.0:7000\"\ndev = \"eth1\"\nremote = \"198.51.100.1:7001\"\n"
+    )).unwrap();
+    let u = c.paths[0].udp().unwrap();
+    assert_eq!(u.local, "0.0.0.0:7000".parse().unwrap());
+    assert_eq!(
+        u.remote,
+        Remote::Name {
+            host: "vpn.example.org".into(),
+            port: 7000
+        }
+    );
+    // The same unspecified local on the same device is one socket twice.
+    let e = err(&format!(
+        "{MIN_BOND}[[path]]\nname = \"a\"\nlocal = \"0.0.0.0:7000\"\ndev = \"eth1\"\nremote = \"10.0.0.2:1\"\n\
+         [[path]]\nname = \"b\"\nlocal = \"0.0.0.0:7000\"\ndev = \"eth1\"\nremote = \"10.0.0.2:2\"\n"
+    ));
+    assert!(
+        e.contains("path[1].local: 0.0.0.0:7000 is already used by another path"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{MIN_BOND}[[path]]\nname = \"a\"\nlocal = \"10.0.0.1:7000\"\nremote = \"10.0.0.300:7000\"\n"
+    ));
+    assert!(
+        e.contains("path[0].remote: \"10.0.0.300:7000\": \"10.0.0.300\" is not an IPv4 address"),
+        "{e}"
+    );
+    // A server's path without `remote`: learned, on a sealed bond only.
+    let c = parse(&format!(
+        "{}[[path]]\nname = \"a\"\nlocal = \"10.0.0.1:7000\"\n",
+        sealed_bond()
+    ))
+    .unwrap();
+    assert_eq!(c.paths[0].udp().unwrap().remote, Remote::Learn);
+}
+
+#[test]
+fn routes_and_hooks() {
+    let c = parse(
+        "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\nroutes = [\"0.0.0.0/0\", \"10.8.0.0/16\", \"::/0\"]\n\
+         fwmark = 4242\npost_up = \"nft -f /etc/braid/nat.nft\"\npre_down = [\"echo a\", \"echo b\"]\n",
+    )
+    .unwrap();
+    let r = &c.bond.routing;
+    assert_eq!(r.routes.len(), 3);
+    assert!(r.uses_table());
+    assert_eq!(r.fwmark, Some(4242));
+    assert_eq!(r.post_up, ["nft -f /etc/braid/nat.nft"]);
+    assert_eq!(r.pre_down, ["echo a", "echo b"]);
+    let c = parse(MIN_BOND).unwrap();
+    assert_eq!(c.bond.routing, RoutingSettings::default());
+    for (extra, want) in [
+        (
+            "routes = [\"10.8.1.0/16\"]",
+            "t.toml:4:10: bond.routes: \"10.8.1.0/16\" has host bits set: the network is 10.8.0.0/16",
+        ),
+        (
+            "routes = [\"0.0.0.0/0\", \"0.0.0.0/0\"]",
+            "t.toml:4:10: bond.routes: 0.0.0.0/0 is listed twice",
+        ),
+        (
+            "fwmark = 0",
+            "t.toml:4:10: bond.fwmark: 0 is out of range (1..=4294967295)",
+        ),
+        (
+            "post_up = [\"\"]",
+            "t.toml:4:11: bond.post_up: \"\" is not a command (empty, or holds a NUL)",
+        ),
+    ] {
+        assert_eq!(err(&format!("{MIN_BOND}{extra}\n")), want, "{extra}");
+    }
+    let e = err(&format!(
+        "{MIN_BOND}routes = [\"0.0.0.0/0\"]\nuser = \"nobody\"\n"
+    ));
+    assert!(e.contains("bond.routes: not with bond.user"), "{e}");
 }

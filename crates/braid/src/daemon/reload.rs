@@ -36,20 +36,22 @@ impl super::Daemon {
             &mut self.applied,
             &mut self.bond,
             &mut self.paths,
+            self.mark,
         );
     }
 }
 
 /// Reload `file` into the running bond; one log line per change (or the refusal). The
-/// changes, or why nothing was changed.
+/// changes, or why nothing was changed. `mark`: the path sockets' SO_MARK.
 pub(super) fn reload(
     now: Instant,
     file: Option<&Path>,
     applied: &mut Config,
     bond: &mut Bond,
     paths: &mut Vec<PathIo>,
+    mark: Option<u32>,
 ) -> Result<Vec<String>, String> {
-    match apply_file(now, file, applied, bond, paths) {
+    match apply_file(now, file, applied, bond, paths, mark) {
         Ok(lines) => {
             if lines.is_empty() {
                 dlog!(now, "reload: no changes");
@@ -72,6 +74,7 @@ fn apply_file(
     applied: &mut Config,
     bond: &mut Bond,
     paths: &mut Vec<PathIo>,
+    mark: Option<u32>,
 ) -> Result<Vec<String>, String> {
     let Some(file) = file else {
         return Err("this daemon was not started from a config file".into());
@@ -106,7 +109,7 @@ fn apply_file(
     };
     let mut lines = d.lines();
     let sealed = new.bond.encryption.is_sealed();
-    lines.extend(apply_paths(now, &d, sealed, bond, paths));
+    lines.extend(apply_paths(now, &d, (sealed, mark), bond, paths));
     // Bond-wide keys; active-backup's primary by name, as the paths' ids may have changed.
     let mut core = new.bond.core.clone();
     if let SchedulerConfig::ActiveBackup(o) = &mut core.scheduler {
@@ -137,13 +140,15 @@ fn check_sockets(d: &Diff, paths: &[PathIo]) -> Result<(), String> {
         let Some(u) = p.udp().filter(|_| needs) else {
             continue;
         };
-        if paths
-            .iter()
-            .any(|io| io.udp_io().is_some_and(|x| x.local == u.local))
+        // A path that follows its device binds to the device's address when it opens.
+        if u.local.ip().is_unspecified()
+            || paths
+                .iter()
+                .any(|io| io.udp_io().is_some_and(|x| x.local == u.local))
         {
             continue;
         }
-        if let Err(e) = udp::open(u.local, u.remote, u.dev.as_deref()) {
+        if let Err(e) = udp::open(u.local, u.dev.as_deref(), None) {
             if matches!(
                 e.err.raw_os_error(),
                 Some(libc::EADDRINUSE | libc::EPERM | libc::EACCES)
@@ -162,7 +167,7 @@ fn check_sockets(d: &Diff, paths: &[PathIo]) -> Result<(), String> {
 fn apply_paths(
     now: Instant,
     d: &Diff,
-    sealed: bool,
+    (sealed, mark): (bool, Option<u32>),
     bond: &mut Bond,
     paths: &mut Vec<PathIo>,
 ) -> Vec<String> {
@@ -189,7 +194,7 @@ fn apply_paths(
     for p in added {
         match bond.add_path(now, p.path_config(sealed)) {
             Ok(id) => {
-                let io = PathIo::open(now, id, p);
+                let io = PathIo::open(now, id, p, mark);
                 if let Some(e) = &io.last_error {
                     notes.push(format!(
                         "path {}: {e}; retrying every {}s",
@@ -245,16 +250,14 @@ fn change(
         }),
     ) = (&mut io.carrier, &new.transport)
     {
-        u.remote = *remote;
+        u.set_target(now, remote);
         if reopen {
-            u.sock = None;
             u.local = *local;
             u.dev = dev.clone();
         }
     }
     if reopen {
-        io.last_error = None;
-        io.try_open(now);
+        io.reopen(now);
     }
     // A new emulator starts its outage schedule again: only when its settings changed.
     if changed("emulate") {
@@ -321,7 +324,7 @@ pub(super) fn note(applied: &mut Config, req: &Request, response: &Value) {
                 name: name.clone(),
                 transport: Transport::Udp(UdpSettings {
                     local,
-                    remote,
+                    remote: crate::config::Remote::Addr(remote),
                     dev: dev.clone(),
                     link_mtu: crate::config::LINK_MTU_DEFAULT,
                 }),
@@ -399,7 +402,7 @@ mod tests {
                 .paths
                 .iter()
                 .zip(ids)
-                .map(|(p, id)| PathIo::open(now, id, p))
+                .map(|(p, id)| PathIo::open(now, id, p, None))
                 .collect();
             r.bond = bond;
             r.applied = cfg;
@@ -431,6 +434,7 @@ mod tests {
                 &mut self.applied,
                 &mut self.bond,
                 &mut self.paths,
+                None,
             )
         }
 
@@ -558,6 +562,7 @@ mod tests {
             &mut r.applied,
             &mut r.bond,
             &mut r.paths,
+            None,
         );
         assert!(e.is_err());
     }

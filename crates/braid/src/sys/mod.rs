@@ -1,6 +1,7 @@
 //! Linux glue: the TUN device, path sockets, signals, `ppoll` and user switching. Everything `unsafe` in
 //! the program lives here.
 
+pub mod ifaddr;
 pub mod poll;
 pub mod privs;
 pub mod signal;

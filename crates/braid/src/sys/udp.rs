@@ -33,19 +33,14 @@ impl std::fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
-/// Open the path socket. Errors say which step failed. `remote` is only checked for its
-/// address family; the socket is not connected.
+/// Open the path socket, bound to `local` and, if given, to device `dev`, with
+/// `SO_MARK = mark` if given (so that policy routing sends it by the main table, not into
+/// the bond). Errors say which step failed. The socket is not connected.
 pub fn open(
     local: SocketAddr,
-    remote: SocketAddr,
     dev: Option<&str>,
+    mark: Option<u32>,
 ) -> Result<UdpSocket, OpenError> {
-    if local.is_ipv4() != remote.is_ipv4() {
-        return Err(OpenError {
-            step: format!("remote {remote}"),
-            err: io::Error::from_raw_os_error(libc::EAFNOSUPPORT),
-        });
-    }
     let step = |what: String| move |err: io::Error| OpenError { step: what, err };
     let sock = Socket::new(
         Domain::for_address(local),
@@ -59,6 +54,10 @@ pub fn open(
     if let Some(dev) = dev {
         sock.bind_device(Some(dev.as_bytes()))
             .map_err(step(format!("SO_BINDTODEVICE {dev}")))?;
+    }
+    if let Some(mark) = mark {
+        sock.set_mark(mark)
+            .map_err(step(format!("SO_MARK {mark}")))?;
     }
     // Bigger buffers absorb bursts between event-loop turns; failures are harmless.
     let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
@@ -137,8 +136,8 @@ mod tests {
         let b0 = UdpSocket::bind("127.0.0.1:0").unwrap();
         let (a_addr, b_addr) = (a0.local_addr().unwrap(), b0.local_addr().unwrap());
         drop((a0, b0));
-        let a = open(a_addr, b_addr, None).unwrap();
-        let b = open(b_addr, a_addr, None).unwrap();
+        let a = open(a_addr, None, None).unwrap();
+        let b = open(b_addr, None, None).unwrap();
         a.send_to(b"hello", b_addr).unwrap();
         let mut buf = [0u8; 16];
         let mut got = None;
@@ -163,12 +162,7 @@ mod tests {
 
     #[test]
     fn bind_to_foreign_address_fails_clearly() {
-        let e = open(
-            "192.0.2.77:7000".parse().unwrap(),
-            "192.0.2.78:7000".parse().unwrap(),
-            None,
-        )
-        .unwrap_err();
+        let e = open("192.0.2.77:7000".parse().unwrap(), None, None).unwrap_err();
         assert!(e.to_string().starts_with("bind 192.0.2.77:7000: "), "{e}");
         assert_eq!(e.err.raw_os_error(), Some(libc::EADDRNOTAVAIL));
     }

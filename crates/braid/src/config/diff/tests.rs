@@ -53,7 +53,7 @@ fn paths_added_removed_and_changed() {
     c.paths[0].bps = 20_000_000;
     c.paths[0].prio = 3;
     if let Transport::Udp(u) = &mut c.paths[1].transport {
-        u.remote = "10.201.1.9:7001".parse().unwrap();
+        u.remote = crate::config::Remote::Addr("10.201.1.9:7001".parse().unwrap());
     }
     let d = diff(&a, &c).unwrap();
     assert_eq!(
@@ -301,4 +301,56 @@ fn a_raw_ip_line_is_kept_as_it_runs() {
         ["path[0].mode (a bond in mode = \"raw-ip\" runs its one line as it was started)"]
     );
     assert!(diff(&raw(9600), &raw(9600)).unwrap().is_empty());
+}
+
+#[test]
+fn routes_and_hooks_need_a_restart() {
+    let a = cfg("routes = [\"0.0.0.0/0\"]\npost_up = \"true\"", "");
+    let b = cfg(
+        "routes = [\"0.0.0.0/0\", \"10.8.0.0/16\"]\nfwmark = 7\npost_up = \"false\"\npre_down = \"true\"",
+        "",
+    );
+    assert_eq!(
+        refused(&a, &b),
+        [
+            "bond.routes ([0.0.0.0/0] -> [0.0.0.0/0, 10.8.0.0/16])",
+            "bond.fwmark (auto -> 7)",
+            "bond.post_up (changed)",
+            "bond.pre_down (changed)",
+        ]
+    );
+    assert!(lines(&a, &a.clone()).is_empty());
+}
+
+#[test]
+fn uplink_keys_change_at_run_time() {
+    let a = cfg("", "");
+    let mut text = String::new();
+    text.push_str("[[path]]\nname = \"p2\"\nlocal = \"0.0.0.0:7002\"\ndev = \"wwan0\"\nremote = \"vpn.example.org:7002\"\n");
+    text.push_str("[[path]]\nname = \"p3\"\nlocal = \"10.201.3.1:7000\"\n");
+    let b = cfg("", &text);
+    assert_eq!(
+        lines(&a, &b),
+        [
+            "path p2 added: 0.0.0.0:7002 -> vpn.example.org:7002 dev wwan0",
+            "path p3 added: 10.201.3.1:7000 -> (learned from the peer)",
+        ]
+    );
+    // A remote that becomes a name, and a local that starts following its device.
+    let c = cfg(
+        "",
+        &text
+            .replace("vpn.example.org:7002", "10.0.0.9:7002")
+            .replace(
+                "local = \"10.201.3.1:7000\"",
+                "local = \"0.0.0.0:7000\"\ndev = \"eth3\"",
+            ),
+    );
+    assert_eq!(
+        lines(&b, &c),
+        [
+            "path p2: remote vpn.example.org:7002 -> 10.0.0.9:7002",
+            "path p3: local 10.201.3.1:7000 -> 0.0.0.0:7000, dev none -> eth3 (socket re-opened)",
+        ]
+    );
 }
