@@ -112,8 +112,8 @@ pub enum Command {
         /// the peer's ADDR:PORT for this path
         #[arg(long, value_name = "ADDR:PORT")]
         remote: String,
-        /// configured speed in bit/s (EQL priority, weighted's weight)
-        #[arg(long, value_name = "N")]
+        /// configured speed in bit/s, or a rate like 20mbit (EQL priority, weighted's weight)
+        #[arg(long, value_name = "N", value_parser = crate::config::parse_bps)]
         bps: Option<u64>,
         /// bind the path's socket to this interface (SO_BINDTODEVICE)
         #[arg(long, value_name = "IFACE")]
@@ -128,7 +128,7 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
-    /// Change a path's settings at run time: `braid set p0 bps=20000000`.
+    /// Change a path's settings at run time: `braid set p0 bps=20mbit` (or bps=20000000).
     Set {
         /// path name
         name: String,
@@ -173,10 +173,9 @@ pub fn set_request(name: &str, settings: &[String]) -> anyhow::Result<Value> {
         };
         match k {
             "bps" => {
-                bps =
-                    Some(v.parse::<u64>().map_err(|_| {
-                        anyhow::anyhow!("bps: {v:?} is not a whole number of bit/s")
-                    })?)
+                bps = Some(crate::config::parse_bps(v).map_err(|_| {
+                    anyhow::anyhow!("bps: {v:?} is not a speed (bit/s, or a rate like \"20mbit\")")
+                })?)
             }
             _ => anyhow::bail!("unknown setting {k:?} (settable: bps)"),
         }
@@ -427,6 +426,10 @@ mod tests {
             json!({"cmd":"set","name":"p0","bps":20})
         );
         assert_eq!(
+            set_request("p0", &["bps=20mbit".into()]).unwrap(),
+            json!({"cmd":"set","name":"p0","bps":20_000_000})
+        );
+        assert_eq!(
             set_request("p0", &["bps".into()]).unwrap_err().to_string(),
             "\"bps\": expected KEY=VALUE, such as bps=20000000"
         );
@@ -434,7 +437,7 @@ mod tests {
             set_request("p0", &["bps=-1".into()])
                 .unwrap_err()
                 .to_string(),
-            "bps: \"-1\" is not a whole number of bit/s"
+            "bps: \"-1\" is not a speed (bit/s, or a rate like \"20mbit\")"
         );
         assert_eq!(
             set_request("p0", &["prio=1".into()])
