@@ -162,6 +162,12 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// Run the default lab scenario (needs root).
     Demo,
+    /// Write the man pages and shell completions into DIR (scripts/package runs it).
+    #[command(hide = true)]
+    GenAssets {
+        /// where to write man/ and completions/
+        dir: PathBuf,
+    },
 }
 
 /// Parse `KEY=VALUE` settings for `braid set` into a request.
@@ -352,6 +358,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pubkey => print_out(&(crate::keys::pubkey_from_stdin()? + "\n")),
         Command::Lab(args) => lab::main(args),
         Command::Demo => lab::demo(),
+        Command::GenAssets { dir } => {
+            let files = crate::assets::write_all(&dir)
+                .map_err(|e| anyhow::anyhow!("cannot write to {}: {e}", dir.display()))?;
+            print_out(&format!("{} files in {}\n", files.len(), dir.display()))
+        }
     }
 }
 
