@@ -28,6 +28,7 @@ use crate::sys::tun::Tun;
 use crate::sys::udp::{self, ErrorKind};
 
 mod notices;
+mod notify;
 mod reload;
 mod serial;
 use notices::Notices;
@@ -369,6 +370,7 @@ pub fn run(
     let mut d = Daemon::new(cfg, &control_path)?;
     d.config_file = Some(file.0.to_path_buf());
     d.applied = file.1.clone();
+    d.notify_ready();
     d.run()
 }
 
@@ -558,6 +560,7 @@ impl Daemon {
                                 signal::name(sig),
                                 self.interface
                             );
+                            self.notify_stopping(now);
                             return Ok(());
                         }
                     }

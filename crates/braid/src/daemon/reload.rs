@@ -49,7 +49,10 @@ pub(super) fn reload(
     bond: &mut Bond,
     paths: &mut Vec<PathIo>,
 ) -> Result<Vec<String>, String> {
-    match apply_file(now, file, applied, bond, paths) {
+    super::notify::reloading(now);
+    let done = apply_file(now, file, applied, bond, paths);
+    super::notify::reloaded(now, done.is_ok());
+    match done {
         Ok(lines) => {
             if lines.is_empty() {
                 dlog!(now, "reload: no changes");

@@ -1,6 +1,8 @@
-//! Linux glue: the TUN device, path sockets, signals, `ppoll` and user switching. Everything `unsafe` in
+//! Linux glue: the TUN device, path sockets, signals, `ppoll`, user switching and systemd's
+//! notifications. Everything `unsafe` in
 //! the program lives here.
 
+pub mod notify;
 pub mod poll;
 pub mod privs;
 pub mod signal;
