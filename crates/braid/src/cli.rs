@@ -20,19 +20,23 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// `--control PATH`, shared by the client commands.
+/// `--control PATH` or `--interface NAME`, shared by the client commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ControlArg {
     /// control socket of the daemon [default: the only socket in /run/braid]
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
+    /// the daemon of this bond interface (its socket /run/braid/NAME.sock)
+    #[arg(long, short = 'i', value_name = "NAME", conflicts_with = "control")]
+    pub interface: Option<String>,
 }
 
 impl ControlArg {
     fn socket(&self) -> anyhow::Result<PathBuf> {
-        match &self.control {
-            Some(p) => Ok(p.clone()),
-            None => control::find_socket(),
+        match (&self.control, &self.interface) {
+            (Some(p), _) => Ok(p.clone()),
+            (None, Some(name)) => control::socket_of_interface(name),
+            (None, None) => control::find_socket(),
         }
     }
 }
@@ -88,7 +92,8 @@ pub enum Command {
         #[arg(long, short, action = clap::ArgAction::Count)]
         quiet: u8,
     },
-    /// Check a config file and exit (0 if valid).
+    /// Check a config file, and what it names on this host (devices, addresses); exit 0
+    /// if valid (warnings on stderr for what `up` would wait for).
     Check {
         /// the config file
         #[arg(long, short, value_name = "FILE")]
@@ -243,6 +248,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Check { config } => {
             let cfg = load(&config)?;
+            // Then the host: what would make `up` loop or wait here.
+            let findings = crate::config::host::check(&cfg, &crate::config::host::ThisHost);
+            for f in &findings {
+                let level = if f.error { "" } else { "warning: " };
+                eprintln!("braid: {level}{}: {}", config.display(), f.message);
+            }
+            if findings.iter().any(|f| f.error) {
+                return Err(Exit(1).into());
+            }
             print_out(&format!(
                 "{}: ok ({} {}, scheduler {}, {} path(s), encryption {})\n",
                 config.display(),
@@ -405,6 +419,11 @@ mod tests {
         ));
         assert!(Cli::try_parse_from(["braid", "enslave", "p3", "--local", "1.2.3.4:5"]).is_err());
         assert!(Cli::try_parse_from(["braid", "set", "p3"]).is_err());
+        let c = Cli::try_parse_from(["braid", "status", "--interface", "braid1"]).unwrap();
+        assert!(
+            matches!(c.command, Command::Status { ref control, .. } if control.interface.as_deref() == Some("braid1"))
+        );
+        assert!(Cli::try_parse_from(["braid", "status", "-i", "b0", "--control", "/x"]).is_err());
         let c = Cli::try_parse_from(["braid", "lab", "a.toml", "b", "--duration", "5"]).unwrap();
         assert!(
             matches!(c.command, Command::Lab(ref a) if a.scenarios.len() == 2 && a.duration == Some(5))

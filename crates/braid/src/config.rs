@@ -25,6 +25,7 @@ use toml::Spanned;
 
 pub mod diff;
 mod errors;
+pub mod host;
 mod security;
 mod shape;
 pub use errors::parse_bps;

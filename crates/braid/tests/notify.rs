@@ -43,6 +43,16 @@ fn next(sock: &UnixDatagram, limit: Duration) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
+/// Every string in a JSON value.
+fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| collect_strings(x, out)),
+        _ => {}
+    }
+}
+
 fn signal(child: &Child, sig: libc::c_int) {
     let pid = i32::try_from(child.id()).expect("pid fits");
     // SAFETY: kill has no memory preconditions; the pid is our own child's.
@@ -114,6 +124,30 @@ fn ready_after_tun_and_sockets_reloading_and_stopping() {
     );
     assert!(control.exists(), "no control socket at READY=1");
     eprintln!("READY=1 {} ms after start", started.elapsed().as_millis());
+
+    // Then `status --json` answers, with its schema version and no Rust Debug text
+    // (`"session": "SessionId(1204220710)"` was there once).
+    let out = Command::new(common::braid())
+        .args(["status", "--json", "--control"])
+        .arg(&control)
+        .output()
+        .expect("braid status");
+    let status: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("status --json is JSON");
+    assert!(status["version"].is_u64(), "{status}");
+    let mut strings = Vec::new();
+    collect_strings(&status, &mut strings);
+    for s in &strings {
+        let debug_like = s.contains("Some(")
+            || s == "None"
+            || s.contains(" { ")
+            || s.split_once('(').is_some_and(|(head, _)| {
+                head.len() > 1
+                    && head.chars().all(|c| c.is_ascii_alphabetic())
+                    && head.starts_with(|c: char| c.is_ascii_uppercase())
+            });
+        assert!(!debug_like, "Rust Debug text in status --json: {s:?}");
+    }
 
     // SIGHUP: RELOADING=1 (with MONOTONIC_USEC), then READY=1.
     signal(daemon, libc::SIGHUP);
