@@ -153,7 +153,7 @@ fn unit_passes_systemd_analyze_verify(dir: &Path, root: &Path) {
     assert!(unit.contains("ExecStart=/usr/bin/braid up --config /etc/braid/%i.toml"));
     for want in [
         "Type=notify",
-        "ExecReload=/bin/kill -HUP $MAINPID",
+        "ExecReload=/bin/sh -c 'kill -HUP $MAINPID'",
         "Restart=on-failure",
         "RuntimeDirectory=braid",
         "AmbientCapabilities=CAP_NET_ADMIN",
