@@ -49,11 +49,24 @@ pub fn write_all(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         (Shell::Fish, "braid.fish"),
     ] {
         let mut buf = Vec::new();
-        let mut c = crate::cli::Cli::command();
+        let mut c = without_hidden(&crate::cli::Cli::command());
         clap_complete::generate(shell, &mut c, "braid", &mut buf);
         written.push(write_file(&comp.join(name), &buf)?);
     }
     Ok(written)
+}
+
+/// The command line without its hidden subcommands (clap_complete offers those too).
+fn without_hidden(cmd: &clap::Command) -> clap::Command {
+    let mut c = clap::Command::new("braid")
+        .version(env!("CARGO_PKG_VERSION"))
+        .propagate_version(true)
+        .subcommand_required(true)
+        .subcommands(visible(cmd).cloned());
+    if let Some(about) = cmd.get_about() {
+        c = c.about(about.clone());
+    }
+    c
 }
 
 fn visible(cmd: &clap::Command) -> impl Iterator<Item = &clap::Command> {

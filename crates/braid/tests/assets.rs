@@ -43,8 +43,11 @@ fn gen_assets_writes_pages_and_completions_for_every_subcommand() {
     // Options reach the pages and the completions too.
     assert!(read("man/braid-up.8").contains("config"));
     assert!(fish.contains("-l control"));
-    // The hidden generator has no page.
+    // The hidden generator has no page and is offered by no completion.
     assert!(!main.contains("gen\\-assets"));
+    for c in [&bash, &zsh, &fish] {
+        assert!(!c.contains("gen-assets"));
+    }
     let toml5 = read("man/braid.toml.5");
     assert!(toml5.contains(".TH BRAID.TOML 5") && toml5.contains("peer_public_key"));
     std::fs::remove_dir_all(&dir).expect("remove the temp dir");
