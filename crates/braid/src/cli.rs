@@ -20,19 +20,23 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// `--control PATH`, shared by the client commands.
+/// `--control PATH` or `--interface NAME`, shared by the client commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ControlArg {
     /// control socket of the daemon [default: the only socket in /run/braid]
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
+    /// the daemon of this bond interface (its socket /run/braid/NAME.sock)
+    #[arg(long, short = 'i', value_name = "NAME", conflicts_with = "control")]
+    pub interface: Option<String>,
 }
 
 impl ControlArg {
     fn socket(&self) -> anyhow::Result<PathBuf> {
-        match &self.control {
-            Some(p) => Ok(p.clone()),
-            None => control::find_socket(),
+        match (&self.control, &self.interface) {
+            (Some(p), _) => Ok(p.clone()),
+            (None, Some(name)) => control::socket_of_interface(name),
+            (None, None) => control::find_socket(),
         }
     }
 }
@@ -88,7 +92,8 @@ pub enum Command {
         #[arg(long, short, action = clap::ArgAction::Count)]
         quiet: u8,
     },
-    /// Check a config file and exit (0 if valid).
+    /// Check a config file, and what it names on this host (devices, addresses); exit 0
+    /// if valid (warnings on stderr for what `up` would wait for).
     Check {
         /// the config file
         #[arg(long, short, value_name = "FILE")]
@@ -112,8 +117,8 @@ pub enum Command {
         /// the peer's ADDR:PORT for this path
         #[arg(long, value_name = "ADDR:PORT")]
         remote: String,
-        /// configured speed in bit/s (EQL priority, weighted's weight)
-        #[arg(long, value_name = "N")]
+        /// configured speed in bit/s, or a rate like 20mbit (EQL priority, weighted's weight)
+        #[arg(long, value_name = "N", value_parser = crate::config::parse_bps)]
         bps: Option<u64>,
         /// bind the path's socket to this interface (SO_BINDTODEVICE)
         #[arg(long, value_name = "IFACE")]
@@ -128,7 +133,7 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
-    /// Change a path's settings at run time: `braid set p0 bps=20000000`.
+    /// Change a path's settings at run time: `braid set p0 bps=20mbit` (or bps=20000000).
     Set {
         /// path name
         name: String,
@@ -162,6 +167,12 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// Run the default lab scenario (needs root).
     Demo,
+    /// Write the man pages and shell completions into DIR (scripts/package runs it).
+    #[command(hide = true)]
+    GenAssets {
+        /// where to write man/ and completions/
+        dir: PathBuf,
+    },
 }
 
 /// Parse `KEY=VALUE` settings for `braid set` into a request.
@@ -173,10 +184,9 @@ pub fn set_request(name: &str, settings: &[String]) -> anyhow::Result<Value> {
         };
         match k {
             "bps" => {
-                bps =
-                    Some(v.parse::<u64>().map_err(|_| {
-                        anyhow::anyhow!("bps: {v:?} is not a whole number of bit/s")
-                    })?)
+                bps = Some(crate::config::parse_bps(v).map_err(|_| {
+                    anyhow::anyhow!("bps: {v:?} is not a speed (bit/s, or a rate like \"20mbit\")")
+                })?)
             }
             _ => anyhow::bail!("unknown setting {k:?} (settable: bps)"),
         }
@@ -238,6 +248,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Check { config } => {
             let cfg = load(&config)?;
+            // Then the host: what would make `up` loop or wait here.
+            let findings = crate::config::host::check(&cfg, &crate::config::host::ThisHost);
+            for f in &findings {
+                let level = if f.error { "" } else { "warning: " };
+                eprintln!("braid: {level}{}: {}", config.display(), f.message);
+            }
+            if findings.iter().any(|f| f.error) {
+                return Err(Exit(1).into());
+            }
             print_out(&format!(
                 "{}: ok ({} {}, scheduler {}, {} path(s), encryption {})\n",
                 config.display(),
@@ -353,6 +372,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pubkey => print_out(&(crate::keys::pubkey_from_stdin()? + "\n")),
         Command::Lab(args) => lab::main(args),
         Command::Demo => lab::demo(),
+        Command::GenAssets { dir } => {
+            let files = crate::assets::write_all(&dir)
+                .map_err(|e| anyhow::anyhow!("cannot write to {}: {e}", dir.display()))?;
+            print_out(&format!("{} files in {}\n", files.len(), dir.display()))
+        }
     }
 }
 
@@ -395,6 +419,11 @@ mod tests {
         ));
         assert!(Cli::try_parse_from(["braid", "enslave", "p3", "--local", "1.2.3.4:5"]).is_err());
         assert!(Cli::try_parse_from(["braid", "set", "p3"]).is_err());
+        let c = Cli::try_parse_from(["braid", "status", "--interface", "braid1"]).unwrap();
+        assert!(
+            matches!(c.command, Command::Status { ref control, .. } if control.interface.as_deref() == Some("braid1"))
+        );
+        assert!(Cli::try_parse_from(["braid", "status", "-i", "b0", "--control", "/x"]).is_err());
         let c = Cli::try_parse_from(["braid", "lab", "a.toml", "b", "--duration", "5"]).unwrap();
         assert!(
             matches!(c.command, Command::Lab(ref a) if a.scenarios.len() == 2 && a.duration == Some(5))
@@ -427,6 +456,10 @@ mod tests {
             json!({"cmd":"set","name":"p0","bps":20})
         );
         assert_eq!(
+            set_request("p0", &["bps=20mbit".into()]).unwrap(),
+            json!({"cmd":"set","name":"p0","bps":20_000_000})
+        );
+        assert_eq!(
             set_request("p0", &["bps".into()]).unwrap_err().to_string(),
             "\"bps\": expected KEY=VALUE, such as bps=20000000"
         );
@@ -434,7 +467,7 @@ mod tests {
             set_request("p0", &["bps=-1".into()])
                 .unwrap_err()
                 .to_string(),
-            "bps: \"-1\" is not a whole number of bit/s"
+            "bps: \"-1\" is not a speed (bit/s, or a rate like \"20mbit\")"
         );
         assert_eq!(
             set_request("p0", &["prio=1".into()])

@@ -25,10 +25,13 @@ use toml::Spanned;
 
 pub mod diff;
 mod endpoint;
+mod errors;
+pub mod host;
 mod routing;
 mod security;
 mod shape;
 pub use endpoint::Remote;
+pub use errors::parse_bps;
 pub use routing::{Prefix, RoutingSettings};
 pub use security::{Encryption, KeySettings};
 pub use shape::ShapeSettings;
@@ -435,8 +438,13 @@ impl Config {
             position: span.map(|s| line_col(text, s.start)),
             message,
         };
-        let raw: RawFile =
-            toml::from_str(text).map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| err(e.span(), e.message().trim().to_owned()))?;
+        let raw: RawFile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = errors::key_path(e.path());
+            let e = e.into_inner();
+            err(e.span(), errors::describe(&path, e.message()))
+        })?;
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
         validate(raw, base, source).map_err(|(span, message)| err(span, message))
     }
@@ -553,7 +561,7 @@ struct RawPath {
     mtu: Option<S<i64>>,
     local: Option<S<String>>,
     remote: Option<S<String>>,
-    bps: Option<S<i64>>,
+    bps: Option<S<errors::Bps>>,
     dev: Option<S<String>>,
     prio: Option<S<i64>>,
     emulate: Option<S<RawEmulate>>,
@@ -902,7 +910,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
                 ));
             }
         };
-        let mut bps = int(&p.bps, &key("bps"), 0, i64::MAX, 0)?.unsigned_abs();
+        let mut bps = p.bps.as_ref().map_or(0, |b| b.get_ref().0);
         if let Transport::Serial(s) = &transport {
             if s.auto_bps {
                 bps = serial_bps(s.baud, s.framing, s.mtu);
@@ -1281,7 +1289,7 @@ fn serial_path(
         baud,
         framing,
         mtu: if p.mtu.is_some() { mtu } else { datagram },
-        auto_bps: p.bps.as_ref().is_none_or(|b| *b.get_ref() == 0),
+        auto_bps: p.bps.as_ref().is_none_or(|b| b.get_ref().0 == 0),
         mode,
         crc: false,
     })

@@ -42,6 +42,24 @@ pub fn default_socket(interface: &str) -> PathBuf {
     Path::new(RUN_DIR).join(format!("{interface}.sock"))
 }
 
+/// `--interface NAME`: the control socket of the daemon of bond interface `name`
+/// (`/run/braid/NAME.sock`, where `braid up` puts it unless `--control` moved it).
+pub fn socket_of_interface(name: &str) -> anyhow::Result<PathBuf> {
+    socket_of_interface_in(Path::new(RUN_DIR), name)
+}
+
+fn socket_of_interface_in(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    crate::config::check_ifname(name).map_err(|e| anyhow::anyhow!("--interface: {e}"))?;
+    let path = dir.join(format!("{name}.sock"));
+    if !path.exists() {
+        anyhow::bail!(
+            "no braid daemon for interface {name}: no control socket {} (is `braid up` running for it, e.g. braid@{name}? a daemon started with --control PATH needs that PATH)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 /// The socket to talk to when `--control` was not given: the only one in `/run/braid`.
 pub fn find_socket() -> anyhow::Result<PathBuf> {
     find_socket_in(Path::new(RUN_DIR))
@@ -73,11 +91,11 @@ fn find_socket_in(dir: &Path) -> anyhow::Result<PathBuf> {
         }
     }
     match found.len() {
-        0 => anyhow::bail!("no braid daemon found: no control socket in {} (is `braid up` running? else pass --control PATH)", dir.display()),
+        0 => anyhow::bail!("no braid daemon found: no control socket in {} (is `braid up` running? else pass --interface NAME or --control PATH)", dir.display()),
         1 => Ok(found.remove(0)),
         _ => {
             let list: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
-            anyhow::bail!("several braid daemons are running; choose one with --control: {}", list.join(", "))
+            anyhow::bail!("several braid daemons are running; choose one with --interface NAME or --control PATH: {}", list.join(", "))
         }
     }
 }
@@ -696,6 +714,33 @@ mod tests {
         let live = UnixListener::bind(dir.join("c.sock")).unwrap();
         assert_eq!(find_socket_in(&dir).unwrap(), dir.join("c.sock"));
         drop(live);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn interface_picks_its_socket_among_several() {
+        let dir = std::env::temp_dir().join(format!("braid-iface-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let _a = UnixListener::bind(dir.join("braid0.sock")).unwrap();
+        let _b = UnixListener::bind(dir.join("braid1.sock")).unwrap();
+        assert!(find_socket_in(&dir).is_err(), "two daemons: ambiguous");
+        assert_eq!(
+            socket_of_interface_in(&dir, "braid1").unwrap(),
+            dir.join("braid1.sock")
+        );
+        let e = socket_of_interface_in(&dir, "braid7")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("no braid daemon for interface braid7: no control socket")
+                && e.contains("braid@braid7"),
+            "{e}"
+        );
+        let e = socket_of_interface_in(&dir, "../x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--interface: "), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -29,6 +29,7 @@ use crate::sys::udp::{self, ErrorKind};
 
 mod hooks;
 mod notices;
+mod notify;
 mod reload;
 mod routes;
 mod serial;
@@ -415,6 +416,7 @@ pub fn run(
     let mut d = Daemon::new(cfg, &control_path)?;
     d.config_file = Some(file.0.to_path_buf());
     d.applied = file.1.clone();
+    d.notify_ready();
     d.run()
 }
 
@@ -616,6 +618,7 @@ impl Daemon {
                                 self.interface
                             );
                             self.routing.down(now);
+                            self.notify_stopping(now);
                             return Ok(());
                         }
                     }

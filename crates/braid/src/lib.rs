@@ -3,6 +3,7 @@
 //!
 //! | module | what it is |
 //! | --- | --- |
+//! | [`assets`] | man pages and shell completions, generated from the CLI and `docs/config.md` |
 //! | [`cli`] | the command line (clap) and what each subcommand does |
 //! | [`classes`] | `braid class show/change`: the shaper's classes over the control socket |
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
@@ -17,6 +18,7 @@
 //! | [`sys`] | Linux glue: TUN, UDP sockets, signals, poll |
 //! | [`lab`] | `braid lab` / `braid demo` |
 
+pub mod assets;
 pub mod classes;
 pub mod cli;
 pub mod config;

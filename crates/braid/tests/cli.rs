@@ -107,7 +107,7 @@ fn bad_config_names_key_and_line() {
     let (_, err) = text(&run(&["check", "--config", f.to_str().unwrap()]));
     assert!(
         err.starts_with(&format!(
-            "braid: {}:3:1: unknown field `schedular`",
+            "braid: {}:3:1: bond.schedular: unknown key in [bond]; did you mean `scheduler`?",
             f.display()
         )),
         "{err}"

@@ -274,14 +274,20 @@ fn syntax_error_has_position() {
 #[test]
 fn unknown_keys_are_named_with_line() {
     let e = err(&with_bond("colour = \"red\""));
-    assert!(e.starts_with("t.toml:4:1: unknown field `colour`"), "{e}");
+    assert!(e.starts_with("t.toml:4:1: bond.colour: unknown key"), "{e}");
     let e = err(&format!("{MIN_BOND}{P0}speed = 3\n"));
-    assert!(e.starts_with("t.toml:8:1: unknown field `speed`"), "{e}");
+    assert!(
+        e.starts_with("t.toml:8:1: path[0].speed: unknown key"),
+        "{e}"
+    );
     let e = err(&format!("{MIN_BOND}{P0}[path.emulate]\ndelay = 3\n"));
-    assert!(e.starts_with("t.toml:9:1: unknown field `delay`"), "{e}");
+    assert!(
+        e.starts_with("t.toml:9:1: path[0].emulate.delay: unknown key"),
+        "{e}"
+    );
     let e = err(&format!("{MIN_BOND}[links]\n"));
     assert!(
-        e.starts_with("t.toml:4:") && e.contains("unknown field `links`"),
+        e.starts_with("t.toml:4:") && e.contains("links: unknown key"),
         "{e}"
     );
 }
@@ -290,7 +296,7 @@ fn unknown_keys_are_named_with_line() {
 fn wrong_types_are_named() {
     let e = err(&with_bond("mtu = \"big\""));
     assert!(
-        e.starts_with("t.toml:4:7: ") && e.contains("invalid type"),
+        e.starts_with("t.toml:4:7: bond.mtu: expected a whole number"),
         "{e}"
     );
 }
@@ -541,10 +547,7 @@ fn path_numbers_and_dev() {
     let e = err(&format!("{MIN_BOND}{P0}bps = -1\n"));
     assert_eq!(
         e,
-        format!(
-            "t.toml:8:7: path[0].bps: -1 is out of range (0..={})",
-            i64::MAX
-        )
+        "t.toml:8:7: path[0].bps: expected a number or a rate like \"20mbit\", found -1"
     );
     let e = err(&format!("{MIN_BOND}{P0}prio = 3000000000\n"));
     assert!(

@@ -51,7 +51,10 @@ pub(super) fn reload(
     paths: &mut Vec<PathIo>,
     mark: Option<u32>,
 ) -> Result<Vec<String>, String> {
-    match apply_file(now, file, applied, bond, paths, mark) {
+    super::notify::reloading(now);
+    let done = apply_file(now, file, applied, bond, paths, mark);
+    super::notify::reloaded(now, done.is_ok());
+    match done {
         Ok(lines) => {
             if lines.is_empty() {
                 dlog!(now, "reload: no changes");

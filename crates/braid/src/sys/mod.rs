@@ -1,7 +1,9 @@
-//! Linux glue: the TUN device, path sockets, signals, `ppoll` and user switching. Everything `unsafe` in
+//! Linux glue: the TUN device, path sockets, signals, `ppoll`, user switching and systemd's
+//! notifications. Everything `unsafe` in
 //! the program lives here.
 
 pub mod ifaddr;
+pub mod notify;
 pub mod poll;
 pub mod privs;
 pub mod signal;
