@@ -254,6 +254,10 @@ pub fn render(resp: &Value) -> String {
             "dropped from peer: packets with a part missing",
         ),
         (
+            "drop_rx_held",
+            "dropped from peer: held through an outage of their path",
+        ),
+        (
             "drop_fragment_group",
             "dropped: fragments of datagrams that lost a fragment",
         ),

@@ -75,6 +75,11 @@ impl OwdTrack {
         self.min_cur.min(self.min_prev)
     }
 
+    /// The path's lowest relative delay of the last 10-20 s, µs, once it carried data.
+    pub(crate) fn known_base(&self) -> Option<i64> {
+        self.last.map(|_| self.base())
+    }
+
     fn high(&self) -> f64 {
         (self.avg + 4.0 * self.dev).max(self.peak)
     }

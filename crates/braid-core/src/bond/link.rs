@@ -113,6 +113,8 @@ pub(crate) struct Link {
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
     pub(crate) downs: u64,
+    /// When the path last went down (the receiver's view: nothing heard from the peer).
+    pub(crate) went_down: Option<Instant>,
     /// The largest datagram sent on this path, bytes.
     pub(crate) largest_sent: usize,
     /// When the peer last acknowledged data on this path (or the path last came up).
@@ -165,6 +167,7 @@ impl Link {
             tx_packets: 0,
             tx_bytes: 0,
             downs: 0,
+            went_down: None,
             largest_sent: 0,
             last_ack: now,
         }

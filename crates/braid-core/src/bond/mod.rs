@@ -48,6 +48,9 @@ use crate::{Instant, PathId};
 pub const MAX_PATHS: usize = 64;
 /// Most packets queued in braid for one path, whatever their age.
 const MAX_QUEUE_PACKETS: usize = 8192;
+/// A data datagram this much later than its path's lowest delay, with the path down in
+/// between, was held through the outage and is dropped ([`Counters::drop_rx_held`]).
+pub const HELD_AFTER_DOWN: Duration = Duration::from_secs(1);
 /// A path whose queue holds this much (at its drain rate) passes packets on to the
 /// policy's next choice.
 const PASS_ON_DELAY: Duration = Duration::from_millis(20);
@@ -650,6 +653,10 @@ impl Bond {
             return;
         }
         let link = &mut self.links[i];
+        if held_through_outage(link, now, self.deadline.relative(now, header.timestamp)) {
+            self.counters.drop_rx_held += 1;
+            return;
+        }
         link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| seq_max(m, seq)));
         let rel = self.deadline.sample(&mut link.owd, now, header.timestamp);
         let (deadline, release) = if ordered {
@@ -742,6 +749,7 @@ impl Bond {
             Some(Transition::Down) => {
                 let link = &mut self.links[i];
                 link.downs += 1;
+                link.went_down = Some(now);
                 link.cc.reset(now);
                 link.base.reset();
                 let (id, packets) = (link.id, link.take_queue());
@@ -1050,3 +1058,21 @@ fn mix64(x: u64) -> u64 {
 mod restart_tests;
 #[cfg(test)]
 mod tests;
+
+/// True when a data datagram with relative delay `rel` (µs, [`Deadline::relative`]) on
+/// `link` was held through an outage of the path: it arrives more than [`HELD_AFTER_DOWN`]
+/// later than the path's lowest delay would have brought it, and the path went down
+/// after (or up to [`HELD_AFTER_DOWN`] before) it was due. A dead link's ARP queue does
+/// that: it keeps what was sent into it until the neighbour answers again. TCP timed those
+/// packets out long ago, and their acks would make it take seconds for the path's round
+/// trip (an RTO of 6 s after a 2 s flap). A path that is merely slow (its delay above its
+/// minimum by more than that, but no outage) keeps its packets.
+fn held_through_outage(link: &Link, now: Instant, rel: i64) -> bool {
+    let (Some(down), Some(base)) = (link.went_down, link.owd.known_base()) else {
+        return false;
+    };
+    let excess = u64::try_from(rel - base).unwrap_or(0);
+    let limit = HELD_AFTER_DOWN.as_micros() as u64;
+    let due = now.as_micros().saturating_sub(excess);
+    excess > limit && down.as_micros() + limit > due && down <= now
+}

@@ -82,6 +82,11 @@ pub struct BondCounters {
     pub unknown_path: u64,
     /// Data datagrams whose payload is larger than the bond's MTU (dropped).
     pub drop_rx_too_big: u64,
+    /// Data datagrams held somewhere through an outage of their path (a dead link's ARP
+    /// queue keeps what was sent into it): more than 1 s (`bond::HELD_AFTER_DOWN`) later
+    /// than the path's lowest delay, with the path down in between. Dropped: TCP gave
+    /// them up long ago, and their acks would tell it the path's delay is seconds.
+    pub drop_rx_held: u64,
     /// Packets that came in parts and could not be joined (a part was lost or moved to
     /// another path), and parts that continued nothing: dropped.
     pub drop_partial: u64,

@@ -32,7 +32,15 @@ struct SimPath {
     b_to_a: Emulator,
     /// While cut, everything sent either way is dropped (the emulators keep state).
     cut: bool,
+    /// While held, everything sent either way waits here (`true`: from A), up to
+    /// [`HELD_MAX`] datagrams, and goes on when the hold ends: a dead link whose ARP
+    /// queue keeps what was sent to it and delivers it when the link comes back.
+    held: Option<Vec<(bool, Vec<u8>)>>,
 }
+
+/// Datagrams a held path keeps (the kernel's ARP queue: `unres_qlen_bytes` 212 992, about
+/// 150 full-size packets).
+pub const HELD_MAX: usize = 150;
 
 /// Two bonds and the paths between them.
 #[derive(Debug)]
@@ -88,6 +96,7 @@ impl Pair {
             a_to_b: Emulator::new(emu, self.now),
             b_to_a: Emulator::new(back, self.now),
             cut: false,
+            held: None,
         });
         self.paths.len() - 1
     }
@@ -115,6 +124,21 @@ impl Pair {
     /// Cut or restore path `i` (both directions drop everything while cut).
     pub fn set_cut(&mut self, i: usize, cut: bool) {
         self.paths[i].cut = cut;
+    }
+
+    /// Hold path `i` (both directions keep what is sent, see `SimPath::held`) or let
+    /// what it held go on, in order, now.
+    pub fn set_held(&mut self, i: usize, hold: bool) {
+        let now = self.now;
+        let p = &mut self.paths[i];
+        if hold {
+            p.held.get_or_insert_with(Vec::new);
+            return;
+        }
+        for (from_a, d) in p.held.take().unwrap_or_default() {
+            let emu = if from_a { &mut p.a_to_b } else { &mut p.b_to_a };
+            emu.push(now, &d);
+        }
     }
 
     /// The path id of simulated path `i` on side A.
@@ -184,6 +208,12 @@ impl Pair {
                     continue;
                 };
                 if p.cut {
+                    continue;
+                }
+                if let Some(h) = &mut p.held {
+                    if h.len() < HELD_MAX {
+                        h.push((side == Side::A, self.buf[..t.len].to_vec()));
+                    }
                     continue;
                 }
                 let emu = match side {
