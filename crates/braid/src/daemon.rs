@@ -765,7 +765,7 @@ impl Daemon {
                     }
                 }
                 Err(e) => {
-                    match udp::classify(&e) {
+                    match udp::classify_on(sock, &e) {
                         ErrorKind::WouldBlock => {}
                         ErrorKind::Datagram => continue,
                         ErrorKind::Path => {
@@ -1022,7 +1022,7 @@ fn send_raw(bond: &mut Bond, now: Instant, p: &mut PathIo, to: SocketAddr, data:
         return;
     }
     if let Err(e) = sock.send_to(data, to) {
-        match udp::classify(&e) {
+        match udp::classify_on(sock, &e) {
             ErrorKind::WouldBlock => p.counters.send_would_block += 1,
             ErrorKind::Datagram => p.counters.send_errors += 1,
             ErrorKind::Path => {

@@ -537,8 +537,10 @@ fn up_as_nobody_keeps_only_what_it_needs_and_still_bonds() {
 
     assert!(bond_echo(&lab, Duration::from_secs(10)), "{}", lab.log(1));
 
-    // The path's address goes away: its socket fails. Back again, the daemon (as nobody)
-    // re-binds port 700 and the bond carries traffic again.
+    // The path's address goes away: its socket fails (ENETUNREACH from an address that is
+    // no longer the host's; the same error from a link that went down keeps the socket).
+    // Back again, the daemon (as nobody) re-binds port 700 and the bond carries traffic
+    // again.
     ok(&[
         "ip",
         "-n",
@@ -549,11 +551,31 @@ fn up_as_nobody_keeps_only_what_it_needs_and_still_bonds() {
         "dev",
         "va0",
     ]);
+    ok(&[
+        "ip",
+        "-n",
+        &lab.a,
+        "route",
+        "add",
+        "10.201.0.0/24",
+        "dev",
+        "va0",
+    ]);
     assert!(
         wait_log(&lab, 1, "retrying every 1s", Duration::from_secs(5)),
         "{}",
         lab.log(1)
     );
+    ok(&[
+        "ip",
+        "-n",
+        &lab.a,
+        "route",
+        "del",
+        "10.201.0.0/24",
+        "dev",
+        "va0",
+    ]);
     ok(&[
         "ip",
         "-n",

@@ -112,6 +112,28 @@ pub fn classify(e: &io::Error) -> ErrorKind {
     }
 }
 
+/// [`classify`] for an error on `sock`: ENETUNREACH is a path failure while the socket's
+/// own address is still the host's (a link that went down took its route), but a socket
+/// failure once that address is gone (removed, or moved by DHCP): the socket is then
+/// re-created, which says so in the log and waits for the address.
+pub fn classify_on(sock: &UdpSocket, e: &io::Error) -> ErrorKind {
+    let kind = classify(e);
+    if kind != ErrorKind::Path || e.raw_os_error() != Some(libc::ENETUNREACH) {
+        return kind;
+    }
+    let gone = sock
+        .local_addr()
+        .ok()
+        .map(|a| a.ip())
+        .filter(|ip| !ip.is_unspecified())
+        .is_some_and(|ip| matches!(super::ifaddr::is_local(ip), Ok(false)));
+    if gone {
+        ErrorKind::Socket
+    } else {
+        kind
+    }
+}
+
 /// The fd of an optional socket, for polling.
 pub fn raw_fd(s: &UdpSocket) -> RawFd {
     s.as_raw_fd()
