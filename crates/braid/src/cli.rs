@@ -87,6 +87,10 @@ pub enum Command {
         /// log less: warnings and errors only (-qq: errors only)
         #[arg(long, short, action = clap::ArgAction::Count)]
         quiet: u8,
+        /// serve the dashboard and /metrics on ADDR:PORT (as `[monitor] listen`; any
+        /// address but loopback needs `[monitor] token_file`)
+        #[arg(long, value_name = "ADDR:PORT")]
+        monitor: Option<String>,
     },
     /// Check a config file and exit (0 if valid).
     Check {
@@ -224,10 +228,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             group,
             verbose,
             quiet,
+            monitor,
         } => {
             crate::log::init(verbose, quiet);
             let loaded = load(&config)?;
             let mut cfg = loaded.clone();
+            if let Some(addr) = monitor {
+                cfg.monitor = Some(crate::monitor::cli_settings(
+                    &addr,
+                    loaded.monitor.as_ref(),
+                )?);
+            }
             if let Some(user) = user {
                 for n in std::iter::once(&user).chain(&group) {
                     crate::privileges::check_account_name(n).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -24,8 +24,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub mod diff;
+pub mod monitor;
 mod security;
 mod shape;
+pub use monitor::MonitorSettings;
 pub use security::{Encryption, KeySettings};
 pub use shape::ShapeSettings;
 
@@ -387,6 +389,8 @@ pub struct Config {
     pub paths: Vec<PathSettings>,
     /// `[shape]`, the HTB shaper on the bond's egress (none = unshaped).
     pub shape: Option<ShapeSettings>,
+    /// `[monitor]`, the dashboard and `/metrics` (off without a `listen`).
+    pub monitor: Option<MonitorSettings>,
 }
 
 impl Config {
@@ -497,6 +501,7 @@ struct RawFile {
     #[serde(default)]
     path: Vec<S<RawPath>>,
     shape: Option<S<shape::RawShape>>,
+    monitor: Option<S<monitor::RawMonitor>>,
 }
 
 #[derive(Deserialize)]
@@ -1054,7 +1059,16 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
             Some(settings)
         }
     };
-    Ok(Config { bond, paths, shape })
+    let monitor = raw
+        .monitor
+        .map(|m| monitor::validate(m, base))
+        .transpose()?;
+    Ok(Config {
+        bond,
+        paths,
+        shape,
+        monitor,
+    })
 }
 
 type Need<'a> = dyn Fn(&Option<S<String>>, &str, &str) -> VResult<S<String>> + 'a;

@@ -10,6 +10,7 @@
 //! | [`files`] | bounded reads of configs, key files and scripts |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
 //! | [`log`] | the daemon's log lines: levels, the journal's `<N>` prefix, repeats |
+//! | [`monitor`] | the dashboard, `/metrics`, live events and history (`[monitor]`) |
 //! | [`privileges`] | `braid up --user`: what is kept after start, and `status`'s account |
 //! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
@@ -26,6 +27,7 @@ pub mod files;
 pub mod keys;
 pub mod lab;
 pub mod log;
+pub mod monitor;
 pub mod privileges;
 pub mod seal;
 pub mod status;
