@@ -106,6 +106,14 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
+    /// Live figures per path and class in the terminal, redrawn every second (`q` quits).
+    Top {
+        /// read a monitor's /api/status (http://HOST:PORT) instead of the control socket
+        #[arg(long, value_name = "URL")]
+        monitor: Option<String>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
     /// Add a path to the running bond.
     Enslave {
         /// path name (the same on both ends)
@@ -274,6 +282,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 0 => Ok(()),
                 code => Err(Exit(code).into()),
             }
+        }
+        Command::Top { monitor, control } => {
+            let source = match monitor {
+                Some(url) => crate::top::Source::monitor(&url)?,
+                None => crate::top::Source::Control(control.socket()?),
+            };
+            crate::top::run(&source)
         }
         Command::Enslave {
             name,

@@ -15,6 +15,7 @@
 //! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
 //! | [`status`] | `braid status`'s table |
+//! | [`top`] | `braid top`: the live figures in the terminal |
 //! | [`sys`] | Linux glue: TUN, UDP sockets, signals, poll |
 //! | [`lab`] | `braid lab` / `braid demo` |
 
@@ -32,3 +33,4 @@ pub mod privileges;
 pub mod seal;
 pub mod status;
 pub mod sys;
+pub mod top;
