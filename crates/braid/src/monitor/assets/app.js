@@ -241,6 +241,23 @@ function drawClasses(samples) {
   const ts = samples.map((s) => s.t);
   const t1 = ts.length ? ts[ts.length - 1] : Date.now();
   const t0 = ts.length ? Math.min(ts[0], t1 - 60e3) : t1 - 180e3;
+  // All leaves on one chart (the HTB seed's graphs: each user's rate per second).
+  const leaves = last.c.filter((c) => c.leaf);
+  const all = $("c-classes");
+  const ca = setup(all);
+  const series = leaves.map((cl) => samples.map((s) => { const x = (s.c || []).find((y) => y.id === cl.id); return x ? x.r : null; }));
+  const top = niceMax(Math.max(1, ...series.flat().filter((v) => v !== null)));
+  const fa = frame(ca, t0, t1, 0, top, shortRate, 46);
+  const legend = $("class-legend");
+  legend.textContent = "";
+  leaves.forEach((cl, k) => {
+    const color = COLORS[k % COLORS.length];
+    line(ca.ctx, fa, ts, series[k], color, [], 2);
+    const sp = el("span"); const i = el("i"); i.style.background = color;
+    sp.append(i, document.createTextNode((cl.name || cl.id) + " " + rate(cl.r)));
+    legend.append(sp);
+  });
+  all.dataset.points = String(ts.length);
   for (const cl of last.c) {
     const tile = box.querySelector('[data-class="' + CSS.escape(cl.id) + '"]');
     const mode = state.live && state.live.classes ? state.live.classes[cl.id] : null;
