@@ -76,8 +76,9 @@ pub struct LabArgs {
     /// fault-matrix: inject reload faults (SIGHUP); auto: when `braid reload --help` works
     #[arg(long, value_enum, default_value_t)]
     pub reload: matrix::ReloadMode,
-    /// link-sharing scenarios: serve braid's live dashboard of each run on ADDR:PORT
-    /// (e.g. 127.0.0.1:9190), and plot its samples beside the receivers' plot
+    /// serve braid's live dashboard of each run on ADDR:PORT (e.g. 127.0.0.1:9190; side
+    /// a's daemon); bond scenarios keep an event stream open as a page would,
+    /// link-sharing ones plot the monitor's samples beside the receivers' plot
     #[arg(long, value_name = "ADDR:PORT")]
     pub monitor: Option<std::net::SocketAddr>,
 }
@@ -168,6 +169,7 @@ pub fn main(args: LabArgs) -> Result<()> {
     preflight(false)?;
     let mut opts = RunOptions::current()?;
     opts.duration = args.duration;
+    opts.monitor = args.monitor;
     let results = if bond.is_empty() {
         Vec::new()
     } else {

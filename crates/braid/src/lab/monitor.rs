@@ -95,6 +95,57 @@ fn copy(mut from: TcpStream, mut to: TcpStream) {
     let _ = to.shutdown(Shutdown::Write);
 }
 
+/// An open `/events` stream in namespace `ns`, read until dropped: what a page costs the
+/// daemon (`braid lab --monitor` keeps one open during each test).
+pub struct Page {
+    stop: Arc<AtomicBool>,
+    /// Events read so far.
+    pub events: Arc<AtomicUsize>,
+}
+
+impl Page {
+    /// Open the stream.
+    pub fn open(ns: &str) -> Result<Page> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let events = Arc::new(AtomicUsize::new(0));
+        let (st, ev) = (stop.clone(), events.clone());
+        let h = spawn_in_netns(ns, || {
+            let mut c = TcpStream::connect(IN_NS)?;
+            c.write_all(b"GET /events HTTP/1.1\r\nHost: lab\r\n\r\n")?;
+            c.set_read_timeout(Some(Duration::from_millis(500)))?;
+            Ok(c)
+        })?;
+        let mut c = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("page opener panicked"))??;
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while !st.load(Ordering::Relaxed) {
+                match c.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let k = buf[..n].windows(6).filter(|w| w == b"event:").count();
+                        ev.fetch_add(k, Ordering::Relaxed);
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        Ok(Page { stop, events })
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The monitor's 1 s samples, read in namespace `ns`.
 pub fn samples(ns: &str) -> Result<Vec<Value>> {
     let h = spawn_in_netns(ns, || -> Result<Vec<Value>> {
