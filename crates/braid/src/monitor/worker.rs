@@ -28,7 +28,12 @@ pub struct State {
     pub history: History,
     /// The event timeline.
     pub timeline: Timeline,
+    /// Drops not yet in the timeline, by reason, and when drops were last noted (ms).
+    drops: (Vec<(&'static str, u64)>, Option<u64>),
 }
+
+/// Drops are noted in the timeline at most this often (ms), summed.
+pub const DROP_NOTE_EVERY_MS: u64 = 10_000;
 
 /// The state and the condition the `/events` streams wait on.
 #[derive(Debug)]
@@ -69,6 +74,7 @@ impl Shared {
                 seq: 0,
                 history,
                 timeline,
+                drops: (Vec::new(), None),
             }),
             changed: Condvar::new(),
         }
@@ -89,7 +95,7 @@ impl Shared {
         for n in notes {
             st.timeline.push(n);
         }
-        if let Some(n) = drop_note(&st.latest, &snap) {
+        if let Some(n) = note_drops(&mut st, &snap) {
             st.timeline.push(n);
         }
         let had_error = st.history.file_error.is_some();
@@ -117,9 +123,10 @@ impl Shared {
     }
 }
 
-/// "drops: queue +12, shaper +40" when the bond's drop counters grew since `prev`.
-fn drop_note(prev: &Option<Arc<Snapshot>>, cur: &Snapshot) -> Option<Note> {
-    let prev = prev.as_ref()?;
+/// "drops: queue +12, shaper +40": what the bond's drop counters grew by since the last
+/// note, at most every [`DROP_NOTE_EVERY_MS`] (a shaper over its rate drops every second).
+fn note_drops(st: &mut State, cur: &Snapshot) -> Option<Note> {
+    let prev = st.latest.clone()?;
     let c = |s: &Snapshot, k: &str| {
         s.status
             .get("status")
@@ -128,21 +135,38 @@ fn drop_note(prev: &Option<Arc<Snapshot>>, cur: &Snapshot) -> Option<Note> {
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
-    let parts: Vec<String> = [
+    for (k, name) in [
         ("drop_no_path", "no path"),
         ("drop_queue", "queue"),
         ("drop_too_big", "too big"),
         ("drop_shaper", "shaper"),
         ("drop_partial", "partial"),
         ("bad_datagram", "bad datagram"),
-    ]
-    .iter()
-    .filter_map(|(k, name)| {
-        let d = c(cur, k).saturating_sub(c(prev, k));
-        (d > 0).then(|| format!("{name} +{d}"))
-    })
-    .collect();
-    (!parts.is_empty()).then(|| Note {
+    ] {
+        let d = c(cur, k).saturating_sub(c(&prev, k));
+        if d == 0 {
+            continue;
+        }
+        match st.drops.0.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => *v += d,
+            None => st.drops.0.push((name, d)),
+        }
+    }
+    let due = st
+        .drops
+        .1
+        .is_none_or(|last| cur.unix_ms >= last + DROP_NOTE_EVERY_MS);
+    if st.drops.0.is_empty() || !due {
+        return None;
+    }
+    let parts: Vec<String> = st
+        .drops
+        .0
+        .drain(..)
+        .map(|(name, d)| format!("{name} +{d}"))
+        .collect();
+    st.drops.1 = Some(cur.unix_ms);
+    Some(Note {
         t: cur.unix_ms,
         level: "info",
         text: format!("drops: {}", parts.join(", ")),
@@ -202,11 +226,21 @@ mod tests {
         let sh = Shared::new("braid0", json!({}), None);
         sh.ingest(snap(1000, 0));
         sh.ingest(snap(2000, 5));
+        // More drops each second: summed into one note per 10 s.
+        for (i, d) in [(3, 7), (4, 10), (12, 11), (13, 20)] {
+            sh.ingest(snap(i * 1000, d));
+        }
         let st = sh.lock();
-        assert_eq!(st.seq, 2);
-        assert_eq!(st.history.short().count(), 2);
-        let texts: Vec<&str> = st.timeline.all().iter().map(|n| n.text.as_str()).collect();
-        assert_eq!(texts, ["at 1000", "at 2000", "drops: queue +5"]);
+        assert_eq!(st.seq, 6);
+        assert_eq!(st.history.short().count(), 6);
+        let texts: Vec<&str> = st
+            .timeline
+            .all()
+            .iter()
+            .map(|n| n.text.as_str())
+            .filter(|t| t.starts_with("drops"))
+            .collect();
+        assert_eq!(texts, ["drops: queue +5", "drops: queue +6"]);
     }
 
     #[test]
