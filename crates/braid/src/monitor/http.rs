@@ -79,6 +79,11 @@ fn accept_loop(listener: &TcpListener, server: &Arc<Server>) {
             let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
             let _ = conn.read(&mut [0u8; 2048]);
             let _ = respond(&mut conn, 503, "text/plain", b"too many clients\n", &[]);
+            // Close gently: what the client still sends is read (briefly) rather than
+            // answered with a reset that could discard the 503 before it is read.
+            let _ = conn.shutdown(std::net::Shutdown::Write);
+            let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
+            let _ = conn.read(&mut [0u8; 2048]);
             continue;
         }
         let s = server.clone();
