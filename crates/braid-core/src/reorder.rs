@@ -89,7 +89,17 @@ pub struct ReorderStats {
     /// Total µs those packets were held for equalisation (not counted in `wait_*`).
     #[cfg_attr(feature = "serde", serde(default))]
     pub equalize_micros_total: u64,
+    /// Deliveries by how long they waited in the buffer: `wait_hist[i]` counts waits of at
+    /// most [`WAIT_BUCKETS_US`]`[i]` µs (and above the one before); the last entry counts
+    /// longer waits. Its sum is every delivery; the waits' total is `wait_micros_total`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub wait_hist: [u64; WAIT_BUCKETS_US.len() + 1],
 }
+
+/// Upper bounds (µs) of the reorder-wait histogram's buckets ([`ReorderStats::wait_hist`]).
+pub const WAIT_BUCKETS_US: [u64; 10] = [
+    100, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+];
 
 /// Far-behind packets in a row needed to believe the peer restarted below the window.
 pub const RESYNC_CONFIRM: u32 = 4;
@@ -633,6 +643,10 @@ impl ReorderBuffer {
         let wait = micros(now.saturating_since(release.max(arrived)));
         self.stats.wait_micros_total = self.stats.wait_micros_total.saturating_add(wait);
         self.stats.wait_micros_max = self.stats.wait_micros_max.max(wait);
+        let bucket = WAIT_BUCKETS_US.partition_point(|&b| b < wait);
+        if let Some(n) = self.stats.wait_hist.get_mut(bucket) {
+            *n += 1;
+        }
     }
 
     /// When `poll` should next be called: when the waited-for gap expires, or (a time not
@@ -819,6 +833,13 @@ mod tests {
         assert_eq!((s.in_order, s.reordered, s.skipped), (2, 2, 0));
         assert_eq!(s.wait_micros_max, 5_000);
         assert_eq!(s.wait_micros_total, 5_000 + 4_900);
+        // Waits 0 (1 and 2), 5000 (3) and 4900 (4): two in the first bucket, two in the
+        // one up to 5 ms.
+        let five_ms = WAIT_BUCKETS_US.iter().position(|&b| b == 5_000).unwrap();
+        let mut want = [0; WAIT_BUCKETS_US.len() + 1];
+        want[0] = 2;
+        want[five_ms] = 2;
+        assert_eq!(s.wait_hist, want);
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub enum Command {
         /// log less: warnings and errors only (-qq: errors only)
         #[arg(long, short, action = clap::ArgAction::Count)]
         quiet: u8,
+        /// serve the dashboard and /metrics on ADDR:PORT (as `[monitor] listen`; any
+        /// address but loopback needs `[monitor] token_file`)
+        #[arg(long, value_name = "ADDR:PORT")]
+        monitor: Option<String>,
     },
     /// Check a config file, and what it names on this host (devices, addresses); exit 0
     /// if valid (warnings on stderr for what `up` would wait for).
@@ -104,6 +108,14 @@ pub enum Command {
         /// print the daemon's status as JSON
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Live figures per path and class in the terminal, redrawn every second (`q` quits).
+    Top {
+        /// read a monitor's /api/status (http://HOST:PORT) instead of the control socket
+        #[arg(long, value_name = "URL")]
+        monitor: Option<String>,
         #[command(flatten)]
         control: ControlArg,
     },
@@ -234,10 +246,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             group,
             verbose,
             quiet,
+            monitor,
         } => {
             crate::log::init(verbose, quiet);
             let loaded = load(&config)?;
             let mut cfg = loaded.clone();
+            if let Some(addr) = monitor {
+                cfg.monitor = Some(crate::monitor::cli_settings(
+                    &addr,
+                    loaded.monitor.as_ref(),
+                )?);
+            }
             if let Some(user) = user {
                 for n in std::iter::once(&user).chain(&group) {
                     crate::privileges::check_account_name(n).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -282,6 +301,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 0 => Ok(()),
                 code => Err(Exit(code).into()),
             }
+        }
+        Command::Top { monitor, control } => {
+            let source = match monitor {
+                Some(url) => crate::top::Source::monitor(&url)?,
+                None => crate::top::Source::Control(control.socket()?),
+            };
+            crate::top::run(&source)
         }
         Command::Enslave {
             name,

@@ -27,11 +27,13 @@ pub mod diff;
 mod endpoint;
 mod errors;
 pub mod host;
+pub mod monitor;
 mod routing;
 mod security;
 mod shape;
 pub use endpoint::Remote;
 pub use errors::parse_bps;
+pub use monitor::MonitorSettings;
 pub use routing::{Prefix, RoutingSettings};
 pub use security::{Encryption, KeySettings};
 pub use shape::ShapeSettings;
@@ -395,6 +397,8 @@ pub struct Config {
     pub paths: Vec<PathSettings>,
     /// `[shape]`, the HTB shaper on the bond's egress (none = unshaped).
     pub shape: Option<ShapeSettings>,
+    /// `[monitor]`, the dashboard and `/metrics` (off without a `listen`).
+    pub monitor: Option<MonitorSettings>,
 }
 
 impl Config {
@@ -510,6 +514,7 @@ struct RawFile {
     #[serde(default)]
     path: Vec<S<RawPath>>,
     shape: Option<S<shape::RawShape>>,
+    monitor: Option<S<monitor::RawMonitor>>,
 }
 
 #[derive(Deserialize)]
@@ -1098,7 +1103,16 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
             Some(settings)
         }
     };
-    Ok(Config { bond, paths, shape })
+    let monitor = raw
+        .monitor
+        .map(|m| monitor::validate(m, base))
+        .transpose()?;
+    Ok(Config {
+        bond,
+        paths,
+        shape,
+        monitor,
+    })
 }
 
 type Need<'a> = dyn Fn(&Option<S<String>>, &str, &str) -> VResult<S<String>> + 'a;

@@ -33,6 +33,7 @@ mod notify;
 mod reload;
 mod routes;
 mod serial;
+mod snapshot;
 mod uplink;
 use notices::Notices;
 pub use serial::{FrameCodec, SerialCounters, SerialPath};
@@ -399,6 +400,8 @@ pub struct Daemon {
     config_file: Option<std::path::PathBuf>,
     /// The user it runs as (`--user`), for `status`.
     privileges: crate::privileges::Privileges,
+    /// The dashboard and `/metrics` (`[monitor]`), fed a snapshot once a second.
+    monitor: Option<crate::monitor::Monitor>,
 }
 
 /// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down. `file`
@@ -489,6 +492,12 @@ impl Daemon {
         let routing = routes::Routing::up(clock.now(), &b.routing, &b.interface, mark)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let control = ControlServer::bind(control_path)?;
+        let monitor = cfg
+            .monitor
+            .as_ref()
+            .map(crate::monitor::bind)
+            .transpose()?
+            .flatten();
         // Everything privileged is open: become the `--user`, if any.
         let (privileges, notes) = crate::privileges::apply(plan, cfg, &control)?;
         for n in notes {
@@ -499,12 +508,13 @@ impl Daemon {
         if !sealer.enabled() {
             dwarn!(
                 now,
-                "braid: encryption = \"none\": anyone who can reach a path's port can inject packets into {}",
+                "braid: encryption = \"none\": anyone who sees a path's traffic can read it and inject packets into {}",
                 b.interface
             );
         }
         let now = clock.now();
-        let d = Daemon {
+        let mut d = Daemon {
+            monitor: None,
             clock,
             bond,
             routing,
@@ -549,6 +559,9 @@ impl Daemon {
                 p.describe(),
                 if p.emu.is_some() { " (emulated)" } else { "" }
             );
+        }
+        if let Some(bound) = monitor {
+            d.monitor = Some(snapshot::start(bound, cfg, now)?);
         }
         Ok(d)
     }
@@ -641,6 +654,7 @@ impl Daemon {
         merge(self.sealer.poll_timeout());
         merge(crate::log::next_repeat_due());
         merge(self.control.poll_timeout());
+        merge(self.monitor.as_ref().map(crate::monitor::Monitor::next_due));
         for p in &self.paths {
             merge(p.uplink_due(now));
             merge(p.emu.as_ref().and_then(Emulator::poll_timeout));
@@ -886,6 +900,7 @@ impl Daemon {
                 .map_or("?", |p| p.name.as_str());
             crate::log::write(now, level, format_args!("path {name} ({id}) {what}"));
         }
+        self.publish_snapshot(now);
     }
 
     fn serve_client(&mut self, now: Instant, fd: i32) {
@@ -931,13 +946,7 @@ impl Daemon {
                         raw_ip_status(&mut v, paths, *rx_not_ip);
                     }
                     if v.get("status").is_some() && v.get("io").is_some() {
-                        v["encryption"] = sealer.status_json(now);
-                        if sealer.enabled() {
-                            v["encryption"]["latest_handshake_age_us"] = json!(notices
-                                .handshake_age(now)
-                                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)));
-                        }
-                        v["privileges"] = privileges.json();
+                        add_session(&mut v, now, sealer, notices, privileges);
                     }
                     v
                 }
@@ -947,6 +956,23 @@ impl Daemon {
         // Requests may have added paths or changed the bond: output happens next turn,
         // which starts at once because `turn_output` runs before every wait.
     }
+}
+
+/// The session and privilege figures of a `status` answer (`encryption`, `privileges`).
+fn add_session(
+    v: &mut Value,
+    now: Instant,
+    sealer: &Sealer,
+    notices: &Notices,
+    privileges: &crate::privileges::Privileges,
+) {
+    v["encryption"] = sealer.status_json(now);
+    if sealer.enabled() {
+        v["encryption"]["latest_handshake_age_us"] = json!(notices
+            .handshake_age(now)
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)));
+    }
+    v["privileges"] = privileges.json();
 }
 
 /// `raw-ip`: the bond never hears from the line (no probes), so its view of the path is

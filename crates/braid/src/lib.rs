@@ -11,10 +11,12 @@
 //! | [`files`] | bounded reads of configs, key files and scripts |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
 //! | [`log`] | the daemon's log lines: levels, the journal's `<N>` prefix, repeats |
+//! | [`monitor`] | the dashboard, `/metrics`, live events and history (`[monitor]`) |
 //! | [`privileges`] | `braid up --user`: what is kept after start, and `status`'s account |
 //! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
 //! | [`status`] | `braid status`'s table |
+//! | [`top`] | `braid top`: the live figures in the terminal |
 //! | [`sys`] | Linux glue: TUN, UDP sockets, signals, poll |
 //! | [`lab`] | `braid lab` / `braid demo` |
 
@@ -28,7 +30,9 @@ pub mod files;
 pub mod keys;
 pub mod lab;
 pub mod log;
+pub mod monitor;
 pub mod privileges;
 pub mod seal;
 pub mod status;
 pub mod sys;
+pub mod top;

@@ -135,6 +135,7 @@ pub fn format_line(now: Instant, level: Level, journal: bool, msg: fmt::Argument
 
 /// Write one line at `level` (if enabled).
 pub fn write(now: Instant, level: Level, msg: fmt::Arguments<'_>) {
+    crate::monitor::tap(level, &msg);
     if enabled(level) {
         eprintln!(
             "{}",

@@ -44,9 +44,20 @@ to_s = 5
 "#,
     )
     .expect("scenario parses");
-    let bins = share::run_braid(&sc, &common::braid(), SCRIPT)
+    // With the monitor on (as `braid lab --monitor`): its samples are plotted too.
+    let out = common::scratch("shape-monitor");
+    let live = ("127.0.0.1:0".parse().expect("an address"), out.as_path());
+    let bins = share::run_braid(&sc, &common::braid(), SCRIPT, Some(live))
         .expect("braid run")
         .users;
+    let svg =
+        std::fs::read_to_string(out.join("two-classes-monitor.svg")).expect("the monitor's plot");
+    assert!(
+        svg.contains("a (1:10)") && svg.contains("b (1:20)"),
+        "{svg}"
+    );
+    assert!(svg.matches("<polyline").count() >= 2, "{svg}");
+    let _ = std::fs::remove_dir_all(&out);
     // From 1 s (queues settled) to the end.
     let per_s = (1.0 / udpgen::BIN.as_secs_f64()) as usize;
     let a = udpgen::mbit(&bins[0], per_s, 5 * per_s);

@@ -380,6 +380,8 @@ impl Link {
             capacity_bps: self.cc.capacity_bps(),
             pacing_bps: self.cc.pacing_rate_bps(),
             srtt_us: self.srtt().map_or(0, |d| d.as_micros() as u64),
+            min_rtt_us: self.cc.min_rtt().map_or(0, |d| d.as_micros() as u64),
+            rttvar_us: self.health.rttvar().as_micros() as u64,
             loss: self.cc.loss_ratio().max(self.health.probe_loss()),
             queued_bytes: self.queued_bytes,
             inflight_bytes: self.cc.inflight_bytes(),

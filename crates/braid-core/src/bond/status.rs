@@ -34,6 +34,10 @@ pub struct PathStatus {
     pub pacing_bps: u64,
     /// Smoothed RTT, µs (0 = unknown).
     pub srtt_us: u64,
+    /// Minimum RTT over the last 10 s from data acks, µs (0 = unknown).
+    pub min_rtt_us: u64,
+    /// Jitter: the RTT's mean deviation from probes (RFC 6298 RTTVAR), µs.
+    pub rttvar_us: u64,
     /// Loss ratio 0-1.
     pub loss: f64,
     /// Bytes queued in braid for this path.

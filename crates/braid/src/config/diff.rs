@@ -290,6 +290,13 @@ fn refusals(old: &Config, new: &Config) -> Vec<Refusal> {
         );
     }
     routing_refusals(&a.routing, &b.routing, &mut refuse);
+    if old.monitor != new.monitor {
+        // The listener, its token and the history file are set up at start.
+        refuse(
+            "monitor",
+            "its listener and history file are set up at start".into(),
+        );
+    }
     let raw_ip = |c: &Config| {
         c.paths
             .iter()

@@ -29,6 +29,7 @@ pub mod capture;
 pub mod iperf;
 pub mod line;
 pub mod matrix;
+pub mod monitor;
 pub mod netns;
 pub mod plot;
 pub mod progress;
@@ -75,6 +76,11 @@ pub struct LabArgs {
     /// fault-matrix: inject reload faults (SIGHUP); auto: when `braid reload --help` works
     #[arg(long, value_enum, default_value_t)]
     pub reload: matrix::ReloadMode,
+    /// serve braid's live dashboard of each run on ADDR:PORT (e.g. 127.0.0.1:9190; side
+    /// a's daemon); bond scenarios keep an event stream open as a page would,
+    /// link-sharing ones plot the monitor's samples beside the receivers' plot
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub monitor: Option<std::net::SocketAddr>,
 }
 
 /// Run `braid lab`.
@@ -163,12 +169,13 @@ pub fn main(args: LabArgs) -> Result<()> {
     preflight(false)?;
     let mut opts = RunOptions::current()?;
     opts.duration = args.duration;
+    opts.monitor = args.monitor;
     let results = if bond.is_empty() {
         Vec::new()
     } else {
         run_all(&bond, &opts, !args.quiet)?
     };
-    let shared = share::run_all(&share, &opts.braid, &args.out)?;
+    let shared = share::run_all(&share, &opts.braid, &args.out, args.monitor)?;
     let mut serial = Vec::new();
     if !tables.is_empty() {
         netns::install_signal_handler();

@@ -28,6 +28,9 @@ pub struct RunOptions {
     pub braid: PathBuf,
     /// Override every test's duration, seconds.
     pub duration: Option<u64>,
+    /// `--monitor ADDR`: side a runs its monitor, served on ADDR during each test, with
+    /// an event stream open (as a page would) for the whole test.
+    pub monitor: Option<std::net::SocketAddr>,
 }
 
 impl RunOptions {
@@ -36,6 +39,7 @@ impl RunOptions {
         Ok(Self {
             braid: std::env::current_exe().context("finding braid's own executable")?,
             duration: None,
+            monitor: None,
         })
     }
 }
@@ -606,12 +610,22 @@ fn run_test(
     // Serial paths' lines live until the daemons have stopped (dropped after them).
     let lines = SerialLines::start(sc)?;
     let devices = lines.devices();
-    let cfg_a = sc.daemon_config_with(true, &topo.links, outage, &devices)?;
+    let mut cfg_a = sc.daemon_config_with(true, &topo.links, outage, &devices)?;
+    if opts.monitor.is_some() {
+        cfg_a += super::monitor::CONFIG;
+    }
     let cfg_b = sc.daemon_config_with(false, &topo.links, outage, &devices)?;
     progress.phase(&format!("{}: starting braid", t.label()), secs);
     let mut daemons = Daemons::start(&opts.braid, topo, &format!("t{k}"), &cfg_a, &cfg_b)?;
     let names: Vec<&str> = sc.paths.iter().map(|p| p.name.as_str()).collect();
     daemons.wait_paths_up(&names, UP_TIMEOUT)?;
+    let _live = match opts.monitor {
+        Some(addr) => Some((
+            super::monitor::Proxy::start(addr, &topo.ns_a)?,
+            super::monitor::Page::open(&topo.ns_a)?,
+        )),
+        None => None,
+    };
     // Traffic starts WARMUP after the daemons (so that emulator outages line up).
     let since = now() - daemons.started;
     if since < WARMUP {

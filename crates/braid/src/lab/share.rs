@@ -419,8 +419,14 @@ fn run_kernel(sc: &ShareScenario, script: &str) -> Result<Bins> {
 }
 
 /// The braid run alone: two daemons over `path_mbit` paths, side a shaped by `script`;
-/// per-user 10 ms bins.
-pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins> {
+/// per-user 10 ms bins. With `live` (`braid lab --monitor ADDR`), side a's dashboard is
+/// served on `ADDR` during the run and its samples are plotted in `out_dir` afterwards.
+pub fn run_braid(
+    sc: &ShareScenario,
+    braid: &Path,
+    script: &str,
+    live: Option<(std::net::SocketAddr, &Path)>,
+) -> Result<Bins> {
     let topo = Topology::new(sc.path_mbit.len())?;
     for (i, r) in sc.path_mbit.iter().enumerate() {
         topo.set_rate(i, (r * 1e6) as u64)?;
@@ -458,10 +464,28 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins>
         }
         s
     };
-    let mut d = Daemons::start(braid, &topo, "share", &cfg(true), &cfg(false))?;
+    let cfg_a = cfg(true)
+        + if live.is_some() {
+            super::monitor::CONFIG
+        } else {
+            ""
+        };
+    let mut d = Daemons::start(braid, &topo, "share", &cfg_a, &cfg(false))?;
     let names: Vec<String> = topo.links.iter().map(|l| format!("p{}", l.index)).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     d.wait_paths_up(&names, super::run::UP_TIMEOUT)?;
+    let proxy = match live {
+        Some((addr, _)) => {
+            let p = super::monitor::Proxy::start(addr, &topo.ns_a)?;
+            eprintln!(
+                "braid lab: {}: braid's run, live on http://{}/ for {} s",
+                sc.name, p.addr, sc.duration_s
+            );
+            Some(p)
+        }
+        None => None,
+    };
+    let traffic_from = crate::monitor::unix_ms();
     let start_rss = [d.a.pid(), d.b.pid()].map(|p| proc_status_kib(p, "VmRSS").unwrap_or(0));
     add_users(sc, &topo.ns_a, &topo.ns_b, &["dev", "braid0"])?;
     let devs: Vec<String> = topo.links.iter().map(|l| l.dev_a.clone()).collect();
@@ -473,6 +497,12 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins>
         &devs,
         capture::braid_data_bytes,
     )?;
+    if let Some((_, out_dir)) = live {
+        // One more sample for the last second of traffic.
+        std::thread::sleep(Duration::from_millis(1100));
+        monitor_plot(sc, script, &topo.ns_a, traffic_from, out_dir)?;
+    }
+    drop(proxy);
     let peak = [d.a.pid(), d.b.pid()].map(|p| proc_status_kib(p, "VmHWM").unwrap_or(0));
     bins.rss_kib = Some([0, 1].map(|i| Memory {
         start: start_rss[i],
@@ -486,14 +516,58 @@ pub fn run_braid(sc: &ShareScenario, braid: &Path, script: &str) -> Result<Bins>
     Ok(bins)
 }
 
+/// `<out_dir>/<name>-monitor.svg`: each user's class, per second, as the monitor of side a
+/// sampled it (braid's shaper, sender side) during the traffic.
+fn monitor_plot(
+    sc: &ShareScenario,
+    script: &str,
+    ns_a: &str,
+    from_ms: u64,
+    out_dir: &Path,
+) -> Result<()> {
+    let spec = parse_script(script)
+        .map_err(|e| anyhow!("{}: {e}", sc.script))?
+        .spec;
+    let samples = super::monitor::samples(ns_a)?;
+    let mut names: Vec<(String, String)> = Vec::new();
+    for u in &sc.users {
+        let id = class_of(&spec, u).to_string();
+        if !names.iter().any(|(i, _)| *i == id) {
+            names.push((id, u.name.clone()));
+        }
+    }
+    let svg = super::monitor::class_plot(
+        &format!("{}: per class, live samples", sc.name),
+        &samples,
+        from_ms,
+        &names,
+        sc.link_mbit * 1.1,
+    );
+    std::fs::create_dir_all(out_dir)?;
+    let f = out_dir.join(format!("{}-monitor.svg", sc.name));
+    std::fs::write(&f, svg).with_context(|| format!("writing {}", f.display()))?;
+    eprintln!(
+        "braid lab: {}: the monitor's samples plotted in {}",
+        sc.name,
+        f.display()
+    );
+    Ok(())
+}
+
 /// Run one scenario: kernel, then braid; figures and a plot in `out_dir`.
-pub fn run(sc: &ShareScenario, braid: &Path, out_dir: &Path) -> Result<ShareResult> {
+pub fn run(
+    sc: &ShareScenario,
+    braid: &Path,
+    out_dir: &Path,
+    live: Option<std::net::SocketAddr>,
+) -> Result<ShareResult> {
     let script = sc.script_text()?;
     let parsed = parse_script(&script).map_err(|e| anyhow!("{}: {e}", sc.script))?;
     let spec = parsed.spec;
     let kernel_run = run_kernel(sc, &script).context("kernel HTB run")?;
     netns::check_interrupted()?;
-    let braid_run = run_braid(sc, braid, &script).context("braid run")?;
+    let braid_run =
+        run_braid(sc, braid, &script, live.map(|a| (a, out_dir))).context("braid run")?;
     let (kernel, ours) = (&kernel_run.users, &braid_run.users);
     let per_sec_bins = (1.0 / BIN.as_secs_f64()) as usize;
     let secs = sc.duration_s.ceil() as usize;
@@ -801,6 +875,7 @@ pub fn run_all(
     scenarios: &[ShareScenario],
     braid: &Path,
     out_dir: &Path,
+    live: Option<std::net::SocketAddr>,
 ) -> Result<Vec<ShareResult>> {
     netns::install_signal_handler();
     let mut out = Vec::new();
@@ -810,7 +885,7 @@ pub fn run_all(
             "braid lab: {} ({} s of traffic, kernel then braid) ...",
             sc.name, sc.duration_s
         );
-        let r = run(sc, braid, out_dir)?;
+        let r = run(sc, braid, out_dir, live)?;
         println!("{}", report(sc, &r));
         eprintln!("  ({:.0} s)", now().duration_since(t0).as_secs_f64());
         out.push(r);

@@ -179,7 +179,7 @@ fn overload(braid: &Path, out: &Path, duration: Option<u64>) -> Result<()> {
             p.to_s *= scale;
         }
     }
-    let r = share::run_all(std::slice::from_ref(&sc), braid, out)?;
+    let r = share::run_all(std::slice::from_ref(&sc), braid, out, None)?;
     let r = r.first().ok_or_else(|| anyhow!("no result"))?;
     let mut missed = r.missed.len();
     for (side, m) in ["a", "b"]

@@ -354,3 +354,22 @@ fn uplink_keys_change_at_run_time() {
         ]
     );
 }
+
+#[test]
+fn the_monitor_is_restart_only() {
+    let a = cfg("", "");
+    let b = cfg(
+        "",
+        "[monitor]\nlisten = \"127.0.0.1:9190\"\nhistory = false\n",
+    );
+    assert_eq!(
+        refused(&a, &b),
+        ["monitor (its listener and history file are set up at start)"]
+    );
+    let c = cfg(
+        "",
+        "[monitor]\nlisten = \"127.0.0.1:9191\"\nhistory = false\n",
+    );
+    assert_eq!(refused(&b, &c).len(), 1);
+    assert!(diff(&b, &b.clone()).is_ok());
+}
