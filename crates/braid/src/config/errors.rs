@@ -310,7 +310,9 @@ mod tests {
         );
         let e = err(&format!("{BOND}[links]\n"));
         assert!(
-            e.contains("links: unknown key at the top level (known keys: bond, path, shape)"),
+            e.contains(
+                "links: unknown key at the top level (known keys: bond, path, shape, monitor)"
+            ),
             "{e}"
         );
     }

@@ -214,9 +214,8 @@ mod tests {
             parse("listen = \"nowhere\"\n").unwrap_err(),
             "t.toml:5:10: monitor.listen: \"nowhere\" is not ADDR:PORT (such as 127.0.0.1:9190)"
         );
-        assert!(parse("port = 1\n")
-            .unwrap_err()
-            .contains("unknown field `port`"));
+        let e = parse("port = 1\n").unwrap_err();
+        assert!(e.contains("monitor.port: unknown key in [monitor]"), "{e}");
     }
 
     #[test]
