@@ -103,22 +103,35 @@ fn the_dashboard_draws_live_figures_in_chromium() {
     std::fs::create_dir_all(&shots).unwrap();
     let shot = shots.join("monitor-dashboard.png");
     let _ = std::fs::remove_file(&shot);
+    // Traffic for as long as the browser takes (each load may take many seconds on a
+    // loaded machine): 2 s flows one after the other until the last load is done.
+    let done = std::sync::atomic::AtomicBool::new(false);
     let (doms, flow) = std::thread::scope(|s| {
-        let flow = s.spawn(|| {
-            common::tcp_flow(
-                &topo,
-                BOND_B,
-                5001,
-                14.0,
-                1 << 40,
-                Arc::new(AtomicU64::new(0)),
-            )
+        let flow = s.spawn(|| -> Result<(u64, u64)> {
+            let (mut sent, mut got) = (0, 0);
+            for port in 5001..5100 {
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let (a, b) = common::tcp_flow(
+                    &topo,
+                    BOND_B,
+                    port,
+                    2.0,
+                    1 << 40,
+                    Arc::new(AtomicU64::new(0)),
+                )?;
+                sent += a;
+                got += b;
+            }
+            Ok((sent, got))
         });
         std::thread::sleep(Duration::from_secs(2));
         let first = run_chromium(&bin, &topo.ns_a, &profile, &["--dump-dom"]);
         let second = run_chromium(&bin, &topo.ns_a, &profile, &["--dump-dom"]);
         let shot_arg = format!("--screenshot={}", shot.display());
         let third = run_chromium(&bin, &topo.ns_a, &profile, &[&shot_arg]);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
         ((first, second, third), flow.join())
     });
     let (first, second, third) = doms;
