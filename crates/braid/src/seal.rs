@@ -154,6 +154,8 @@ pub struct Sealer {
     tags: PlainTags,
     /// Scratch for sealing and for the tunnel's own transmits.
     buf: Vec<u8>,
+    /// Without keys: one datagram in its tag envelope.
+    tagged: Vec<u8>,
     counters: SealCounters,
     /// Testing: start a handshake this often.
     rekey_every: Option<Duration>,
@@ -205,6 +207,7 @@ impl Sealer {
             tunnel,
             tags,
             buf: vec![0; MAX_DATAGRAM + OVERHEAD],
+            tagged: Vec::new(),
             counters: SealCounters::default(),
             rekey_every,
             next_rekey: rekey_every.map_or(Instant::FAR_FUTURE, |d| now + d),
@@ -228,8 +231,8 @@ impl Sealer {
     /// counted).
     pub fn outgoing<'a>(&'a mut self, now: Instant, datagram: &'a [u8]) -> Option<&'a [u8]> {
         if self.tunnel.is_none() {
-            self.tags.wrap(datagram, &mut self.buf);
-            return Some(&self.buf);
+            self.tags.wrap(datagram, &mut self.tagged);
+            return Some(&self.tagged);
         }
         self.outgoing_line(now, datagram)
     }
@@ -240,9 +243,6 @@ impl Sealer {
         let Some(t) = &mut self.tunnel else {
             return Some(datagram);
         };
-        if self.buf.len() < MAX_DATAGRAM + OVERHEAD {
-            self.buf.resize(MAX_DATAGRAM + OVERHEAD, 0);
-        }
         match t.seal_from(now, datagram, &mut self.buf) {
             Ok(n) => self.buf.get(..n),
             Err(SealError::NoSession | SealError::BufferTooSmall) => {

@@ -42,7 +42,8 @@ pub(crate) struct OwdTrack {
 }
 
 impl OwdTrack {
-    fn sample(&mut self, now: Instant, rel: i64) {
+    /// A data datagram with relative delay `rel` ([`Deadline::relative`]) arrived at `now`.
+    pub(crate) fn sample(&mut self, now: Instant, rel: i64) {
         let x = rel as f64;
         match self.last {
             None => {
@@ -136,14 +137,6 @@ impl Deadline {
         self.reference = None;
     }
 
-    /// A data datagram sent at `sent` (peer clock) arrived at `now` on the path `track`;
-    /// returns its relative delay.
-    pub(crate) fn sample(&mut self, track: &mut OwdTrack, now: Instant, sent: u32) -> i64 {
-        let rel = self.relative(now, sent);
-        track.sample(now, rel);
-        rel
-    }
-
     /// A packet arrived after its gap had been given up on: widen the deadline.
     pub(crate) fn on_late(&mut self, now: Instant, current: Duration) {
         let bonus = self.bonus_at(now) + (current.as_micros() as f64 / 2.0).max(1000.0);
@@ -199,8 +192,8 @@ mod tests {
             let now = ms(1000 + i);
             let sent_fast = (now.as_micros() + 1_000_000 - 5_000) as u32;
             let sent_slow = (now.as_micros() + 1_000_000 - 60_000) as u32;
-            d.sample(&mut fast, now, sent_fast);
-            d.sample(&mut slow, now, sent_slow);
+            fast.sample(now, d.relative(now, sent_fast));
+            slow.sample(now, d.relative(now, sent_slow));
         }
         let dl = d.current(ms(1200), [fast, slow].iter(), Duration::ZERO);
         // 55 ms spread, no jitter, times 1.25.
@@ -211,10 +204,13 @@ mod tests {
     fn idle_paths_do_not_count_and_floor_applies() {
         let mut d = Deadline::new(Duration::from_millis(500));
         let (mut a, mut b) = (OwdTrack::default(), OwdTrack::default());
-        d.sample(&mut a, ms(0), 0);
-        d.sample(&mut b, ms(0), 0u32.wrapping_sub(50_000));
+        a.sample(ms(0), d.relative(ms(0), 0));
+        b.sample(ms(0), d.relative(ms(0), 0u32.wrapping_sub(50_000)));
         // Three seconds later only `a` is active.
-        d.sample(&mut a, ms(3000), (3_000_000u32).wrapping_sub(0));
+        a.sample(
+            ms(3000),
+            d.relative(ms(3000), (3_000_000u32).wrapping_sub(0)),
+        );
         assert_eq!(d.current(ms(3000), [a, b].iter(), Duration::ZERO), FLOOR);
     }
 
@@ -237,21 +233,14 @@ mod tests {
         // Both paths 5 ms base; then both carry 80 ms of queue for a while.
         for i in 0..100u64 {
             let now = ms(i);
-            d.sample(
-                &mut a,
-                now,
-                (now.as_micros() - 5_000.min(now.as_micros())) as u32,
-            );
-            d.sample(
-                &mut b,
-                now,
-                (now.as_micros() - 5_000.min(now.as_micros())) as u32,
-            );
+            let sent = (now.as_micros() - 5_000.min(now.as_micros())) as u32;
+            a.sample(now, d.relative(now, sent));
+            b.sample(now, d.relative(now, sent));
         }
         for i in 100..300u64 {
             let now = ms(i);
-            d.sample(&mut a, now, (now.as_micros() - 85_000) as u32);
-            d.sample(&mut b, now, (now.as_micros() - 85_000) as u32);
+            a.sample(now, d.relative(now, (now.as_micros() - 85_000) as u32));
+            b.sample(now, d.relative(now, (now.as_micros() - 85_000) as u32));
         }
         let dl = d.current(ms(300), [a, b].iter(), Duration::ZERO);
         assert!(dl < Duration::from_millis(5), "{dl:?}");
@@ -269,8 +258,8 @@ mod tests {
     fn clamped_to_max() {
         let mut d = Deadline::new(Duration::from_millis(50));
         let (mut a, mut b) = (OwdTrack::default(), OwdTrack::default());
-        d.sample(&mut a, ms(0), 0);
-        d.sample(&mut b, ms(0), 0u32.wrapping_sub(400_000));
+        a.sample(ms(0), d.relative(ms(0), 0));
+        b.sample(ms(0), d.relative(ms(0), 0u32.wrapping_sub(400_000)));
         assert_eq!(
             d.current(ms(0), [a, b].iter(), Duration::ZERO),
             Duration::from_millis(50)

@@ -653,12 +653,13 @@ impl Bond {
             return;
         }
         let link = &mut self.links[i];
-        if held_through_outage(link, now, self.deadline.relative(now, header.timestamp)) {
+        let rel = self.deadline.relative(now, header.timestamp);
+        if held_through_outage(link, now, rel) {
             self.counters.drop_rx_held += 1;
             return;
         }
         link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| seq_max(m, seq)));
-        let rel = self.deadline.sample(&mut link.owd, now, header.timestamp);
+        link.owd.sample(now, rel);
         let (deadline, release) = if ordered {
             let hold = if adaptive::skips_equalization(payload) {
                 Duration::ZERO
