@@ -27,6 +27,7 @@ pub mod bond;
 pub mod cc;
 pub mod crypto;
 pub mod emu;
+pub mod endpoint;
 pub mod flow;
 pub mod fragments;
 pub mod hash;

@@ -121,6 +121,16 @@ impl PlainTags {
         out.extend_from_slice(datagram);
     }
 
+    /// The envelope for one datagram, written into `out`: its length, or `None` when
+    /// `out` is too short.
+    pub fn wrap_into(&self, datagram: &[u8], out: &mut [u8]) -> Option<usize> {
+        let n = TAG_HEADER_LEN + datagram.len();
+        let (head, body) = out.get_mut(..n)?.split_at_mut(TAG_HEADER_LEN);
+        head.copy_from_slice(&self.header(self.peer));
+        body.copy_from_slice(datagram);
+        Some(n)
+    }
+
     fn header(&self, receiver: u64) -> [u8; TAG_HEADER_LEN] {
         let mut h = [0u8; TAG_HEADER_LEN];
         h[0] = TAGGED_VERSION;

@@ -1,4 +1,5 @@
-//! A deterministic simulator for two bonds joined by emulated paths.
+//! A deterministic simulator for two bonds, or two whole endpoints, joined by emulated
+//! paths.
 //!
 //! Used by the tests and benchmarks: time starts at zero and jumps to the next event, so
 //! minutes of traffic run in milliseconds. Each direction of each path is a
@@ -12,6 +13,10 @@ use core::time::Duration;
 use crate::bond::{Bond, BondConfig, PathConfig};
 use crate::emu::{EmuConfig, Emulator};
 use crate::{Instant, PathId};
+
+mod node;
+
+pub use self::node::{address, Node};
 
 /// One side of the simulated pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,15 +47,15 @@ struct SimPath {
 /// 150 full-size packets).
 pub const HELD_MAX: usize = 150;
 
-/// Two bonds and the paths between them.
+/// Two nodes (bare bonds, or whole endpoints with sealing) and the paths between them.
 #[derive(Debug)]
-pub struct Pair {
+pub struct Pair<N: Node = Bond> {
     /// Simulated time.
     pub now: Instant,
-    /// Left bond.
-    pub a: Bond,
-    /// Right bond.
-    pub b: Bond,
+    /// Left node.
+    pub a: N,
+    /// Right node.
+    pub b: N,
     paths: Vec<SimPath>,
     buf: Vec<u8>,
     /// Packets delivered to A's TUN.
@@ -59,19 +64,34 @@ pub struct Pair {
     pub delivered_b: VecDeque<Vec<u8>>,
 }
 
-impl Pair {
+impl Pair<Bond> {
     /// Two bonds with the same config and no paths.
     pub fn new(cfg: BondConfig) -> Self {
         let now = Instant::ZERO;
         let mut b_cfg = cfg.clone();
         b_cfg.seed = cfg.seed.wrapping_add(1);
         b_cfg.epoch = !cfg.epoch;
+        Pair::of(Bond::new(cfg, now), Bond::new(b_cfg, now))
+    }
+
+    /// Restart one side: its bond is replaced by a new one built from `cfg` (with the
+    /// same paths), as a daemon that was stopped and started again. What was queued or
+    /// held in the old one is lost; datagrams already on the wire still arrive.
+    pub fn restart(&mut self, side: Side, cfg: BondConfig) {
+        let bond = Bond::new(cfg, self.now);
+        self.replace(side, bond);
+    }
+}
+
+impl<N: Node> Pair<N> {
+    /// Two nodes made at time zero, no paths yet.
+    pub fn of(a: N, b: N) -> Self {
         Self {
-            now,
-            a: Bond::new(cfg, now),
-            b: Bond::new(b_cfg, now),
+            now: Instant::ZERO,
+            a,
+            b,
             paths: Vec::new(),
-            buf: vec![0; 65536],
+            buf: vec![0; 65536 + 256],
             delivered_a: VecDeque::new(),
             delivered_b: VecDeque::new(),
         }
@@ -79,16 +99,11 @@ impl Pair {
 
     /// Add a path with the same emulation both ways.
     pub fn add_path(&mut self, cfg: PathConfig, emu: EmuConfig) -> usize {
+        let i = self.paths.len();
         let mut back = emu.clone();
         back.seed = emu.seed.wrapping_add(0x9e37_79b9);
-        let a_id = self
-            .a
-            .add_path(self.now, cfg.clone())
-            .expect("sim: add path to A");
-        let b_id = self
-            .b
-            .add_path(self.now, cfg.clone())
-            .expect("sim: add path to B");
+        let a_id = self.a.add_path(self.now, cfg.clone(), i, Side::A);
+        let b_id = self.b.add_path(self.now, cfg.clone(), i, Side::B);
         self.paths.push(SimPath {
             cfg,
             a_id,
@@ -98,26 +113,22 @@ impl Pair {
             cut: false,
             held: None,
         });
-        self.paths.len() - 1
+        i
     }
 
-    /// Restart one side: its bond is replaced by a new one built from `cfg` (with the
-    /// same paths), as a daemon that was stopped and started again. What was queued or
-    /// held in the old one is lost; datagrams already on the wire still arrive.
-    pub fn restart(&mut self, side: Side, cfg: BondConfig) {
-        let mut bond = Bond::new(cfg, self.now);
-        for p in &mut self.paths {
-            let id = bond
-                .add_path(self.now, p.cfg.clone())
-                .expect("sim: add path to the restarted bond");
+    /// Replace one side's node by `node` (its paths added again), as a daemon that was
+    /// stopped and started again.
+    pub fn replace(&mut self, side: Side, mut node: N) {
+        for (i, p) in self.paths.iter_mut().enumerate() {
+            let id = node.add_path(self.now, p.cfg.clone(), i, side);
             match side {
                 Side::A => p.a_id = id,
                 Side::B => p.b_id = id,
             }
         }
         match side {
-            Side::A => self.a = bond,
-            Side::B => self.b = bond,
+            Side::A => self.a = node,
+            Side::B => self.b = node,
         }
     }
 
@@ -146,9 +157,9 @@ impl Pair {
         self.paths[i].a_id
     }
 
-    /// Run both bonds until `until`, calling `inject(now, pair)` whenever time moves so
+    /// Run both nodes until `until`, calling `inject(now, pair)` whenever time moves so
     /// the test can feed the TUNs. Returns the number of steps taken.
-    pub fn run_until(&mut self, until: Instant, mut inject: impl FnMut(&mut Pair)) -> u64 {
+    pub fn run_until(&mut self, until: Instant, mut inject: impl FnMut(&mut Pair<N>)) -> u64 {
         let mut steps = 0u64;
         while self.now < until {
             steps += 1;
@@ -161,7 +172,7 @@ impl Pair {
         steps
     }
 
-    /// The earliest time either bond or any emulated path has something to do.
+    /// The earliest time either node or any emulated path has something to do.
     pub fn next_event(&self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut merge = |t: Option<Instant>| {
@@ -185,25 +196,25 @@ impl Pair {
         for i in 0..self.paths.len() {
             while let Some(n) = self.paths[i].a_to_b.poll(now, &mut self.buf) {
                 let id = self.paths[i].b_id;
-                self.b.handle_datagram(now, id, &self.buf[..n]);
+                self.b.receive(now, id, i, Side::A, &mut self.buf[..n]);
             }
             while let Some(n) = self.paths[i].b_to_a.poll(now, &mut self.buf) {
                 let id = self.paths[i].a_id;
-                self.a.handle_datagram(now, id, &self.buf[..n]);
+                self.a.receive(now, id, i, Side::B, &mut self.buf[..n]);
             }
         }
         for side in [Side::A, Side::B] {
-            let bond = match side {
+            let node = match side {
                 Side::A => &mut self.a,
                 Side::B => &mut self.b,
             };
-            if bond.poll_timeout().is_some_and(|t| t <= now) {
-                bond.handle_timeout(now);
+            if node.poll_timeout().is_some_and(|t| t <= now) {
+                node.handle_timeout(now);
             }
-            while let Some(t) = bond.poll_transmit(now, &mut self.buf) {
+            while let Some((path, len)) = node.transmit(now, &mut self.buf) {
                 let Some(p) = self.paths.iter_mut().find(|p| match side {
-                    Side::A => p.a_id == t.path,
-                    Side::B => p.b_id == t.path,
+                    Side::A => p.a_id == path,
+                    Side::B => p.b_id == path,
                 }) else {
                     continue;
                 };
@@ -212,7 +223,7 @@ impl Pair {
                 }
                 if let Some(h) = &mut p.held {
                     if h.len() < HELD_MAX {
-                        h.push((side == Side::A, self.buf[..t.len].to_vec()));
+                        h.push((side == Side::A, self.buf[..len].to_vec()));
                     }
                     continue;
                 }
@@ -220,13 +231,13 @@ impl Pair {
                     Side::A => &mut p.a_to_b,
                     Side::B => &mut p.b_to_a,
                 };
-                emu.push(now, &self.buf[..t.len]);
+                emu.push(now, &self.buf[..len]);
             }
             let out = match side {
                 Side::A => &mut self.delivered_a,
                 Side::B => &mut self.delivered_b,
             };
-            while let Some(n) = bond.poll_deliver(now, &mut self.buf) {
+            while let Some(n) = node.poll_deliver(now, &mut self.buf) {
                 out.push_back(self.buf[..n].to_vec());
             }
         }

@@ -1,0 +1,464 @@
+//! The endpoint: the one composition every driver runs.
+//!
+//! ```text
+//!  TUN ─handle_tun_packet─▶ Bond ─▶ [emulator] ─▶ Sealer ─poll_transmit─▶ UDP sockets
+//!                                                        ╰──────────────▶ serial lines
+//!  TUN ◀──poll_deliver──── Bond ◀── Sealer ◀──handle_udp / handle_line── carriers
+//! ```
+//!
+//! An [`Endpoint`] owns the [`Bond`] (scheduling, pacing, reordering), the [`Sealer`]
+//! (sessions, the handshake budget, roaming, plain mode's verification tags) and each
+//! path's side of the carrier: a UDP path's peer address and roaming state, and an
+//! optional emulator ([`crate::emu`], the lab's `[path.emulate]`). The daemon, the
+//! simulator and the tests drive this one type; each says `now`, hands in what arrived
+//! and sends what [`Endpoint::poll_transmit`] returns, whose [`Kind`] says what it
+//! carries, so no driver peeks at braid's own bytes.
+
+mod seal;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+pub use self::seal::{
+    udp_overhead, Incoming, Roaming, SealConfig, SealCounters, Sealer, Sealing, LINE_PEER,
+    MIN_ROAM_QUIET,
+};
+use crate::bond::{self, Bond, BondConfig, BondError, PathConfig};
+use crate::emu::{EmuConfig, Emulator};
+use crate::wire::MessageType;
+use crate::{Instant, PathId};
+
+/// Largest datagram the endpoint reads or writes (a UDP datagram's limit).
+pub const MAX_DATAGRAM: usize = 65536;
+
+/// Handshake answers and hints waiting to be sent; more are dropped (they are repeated by
+/// their sender's timers).
+const REPLIES_MAX: usize = 64;
+
+/// What an [`Endpoint`] is made from.
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    /// The bond's settings.
+    pub bond: BondConfig,
+    /// Sealing.
+    pub seal: SealConfig,
+}
+
+/// How a path reaches the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    /// A UDP socket; the peer's address, if known (else learned from its sealed
+    /// datagrams, see [`Roaming`]).
+    Udp {
+        /// Where the peer is.
+        remote: Option<SocketAddr>,
+    },
+    /// A serial line: no addresses, one peer at the other end.
+    Line,
+}
+
+/// What a [`Transmit`] carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// One of the bond's data datagrams (a packet from the TUN, or part of one).
+    Data,
+    /// One of the bond's control messages (probe, probe answer, ack, parts' control).
+    Control,
+    /// The sealer's own: an initiation, a response, a keepalive, a cookie or a plain
+    /// mode's tag hint.
+    Handshake,
+}
+
+impl Kind {
+    /// Whether it goes ahead of waiting data on a line (everything but data).
+    pub fn is_control(self) -> bool {
+        self != Kind::Data
+    }
+}
+
+/// A datagram to send: `len` bytes of the caller's buffer on `path`, to `to` on a UDP
+/// path (`None` on a serial line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// The path to send on.
+    pub path: PathId,
+    /// The peer's address on a UDP path.
+    pub to: Option<SocketAddr>,
+    /// Bytes of the buffer to send.
+    pub len: usize,
+    /// What it is.
+    pub kind: Kind,
+}
+
+/// Something the driver may want to log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A path came up.
+    PathUp(PathId),
+    /// A path went down.
+    PathDown(PathId),
+    /// The peer announced a new epoch: it restarted.
+    PeerRestarted,
+    /// A UDP path's peer address changed to follow the peer's sealed datagrams (`from`:
+    /// `None` when it was not known).
+    PeerMoved {
+        /// The path.
+        path: PathId,
+        /// Where the peer was.
+        from: Option<SocketAddr>,
+        /// Where it is now.
+        to: SocketAddr,
+    },
+}
+
+/// One path's side of the carrier.
+#[derive(Debug)]
+struct Side {
+    id: PathId,
+    kind: SideKind,
+    emu: Option<Emulator>,
+    emu_dropped: u64,
+}
+
+#[derive(Debug)]
+enum SideKind {
+    Udp {
+        remote: Option<SocketAddr>,
+        roam: Roaming,
+    },
+    Line,
+}
+
+/// A datagram to send back where one came from.
+#[derive(Debug)]
+struct Reply {
+    path: PathId,
+    to: Option<SocketAddr>,
+    bytes: Vec<u8>,
+}
+
+/// The bond, its sealing and its paths' carriers' state. See the module documentation.
+#[derive(Debug)]
+pub struct Endpoint {
+    bond: Bond,
+    sealer: Sealer,
+    paths: Vec<Side>,
+    /// The bond's datagram before it is sealed (and what an emulator releases).
+    plain: Vec<u8>,
+    replies: VecDeque<Reply>,
+    /// The sealer's handshake datagram going out on every path, and the next path's index.
+    handshake: Vec<u8>,
+    handshake_next: usize,
+    events: VecDeque<Event>,
+}
+
+impl Endpoint {
+    /// An endpoint with no paths; the first handshake (with keys) is due at once.
+    pub fn new(cfg: EndpointConfig, now: Instant) -> Endpoint {
+        Endpoint {
+            bond: Bond::new(cfg.bond, now),
+            sealer: Sealer::new(cfg.seal, now),
+            paths: Vec::new(),
+            plain: vec![0; MAX_DATAGRAM],
+            replies: VecDeque::new(),
+            handshake: Vec::new(),
+            handshake_next: usize::MAX,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Add a path reached by `kind`, emulated by `emu` if given.
+    pub fn add_path(
+        &mut self,
+        now: Instant,
+        cfg: PathConfig,
+        kind: PathKind,
+        emu: Option<EmuConfig>,
+    ) -> Result<PathId, BondError> {
+        let id = self.bond.add_path(now, cfg)?;
+        self.paths.push(Side {
+            id,
+            kind: match kind {
+                PathKind::Udp { remote } => SideKind::Udp {
+                    remote,
+                    roam: Roaming::default(),
+                },
+                PathKind::Line => SideKind::Line,
+            },
+            emu: emu.map(|c| Emulator::new(c, now)),
+            emu_dropped: 0,
+        });
+        Ok(id)
+    }
+
+    /// Remove a path (what it queued goes to the others).
+    pub fn remove_path(&mut self, now: Instant, id: PathId) -> Result<(), BondError> {
+        self.bond.remove_path(now, id)?;
+        self.paths.retain(|s| s.id != id);
+        self.replies.retain(|r| r.path != id);
+        Ok(())
+    }
+
+    /// The bond, for its status and settings.
+    pub fn bond(&self) -> &Bond {
+        &self.bond
+    }
+
+    /// The bond, to change its settings (paths are added and removed here, not there).
+    pub fn bond_mut(&mut self) -> &mut Bond {
+        &mut self.bond
+    }
+
+    /// The sealer, for its status.
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
+    }
+
+    /// Why the sealer refused the datagram it last dropped, once.
+    pub fn take_rejected(&mut self) -> Option<crate::crypto::Rejected> {
+        self.sealer.take_rejected()
+    }
+
+    fn side(&self, id: PathId) -> Option<&Side> {
+        self.paths.iter().find(|s| s.id == id)
+    }
+
+    fn side_mut(&mut self, id: PathId) -> Option<&mut Side> {
+        self.paths.iter_mut().find(|s| s.id == id)
+    }
+
+    /// A UDP path's peer address, if known.
+    pub fn remote(&self, id: PathId) -> Option<SocketAddr> {
+        match self.side(id)?.kind {
+            SideKind::Udp { remote, .. } => remote,
+            SideKind::Line => None,
+        }
+    }
+
+    /// Set a UDP path's peer address (configured, resolved, or `None`: to be learned);
+    /// its roaming state starts afresh.
+    pub fn set_remote(&mut self, id: PathId, to: Option<SocketAddr>) {
+        if let Some(Side {
+            kind: SideKind::Udp { remote, roam },
+            ..
+        }) = self.side_mut(id)
+        {
+            *remote = to;
+            *roam = Roaming::default();
+        }
+    }
+
+    /// Whether path `id` is emulated, and the datagrams its emulator dropped.
+    pub fn emulated(&self, id: PathId) -> Option<u64> {
+        self.side(id)?.emu.as_ref()?;
+        self.side(id).map(|s| s.emu_dropped)
+    }
+
+    /// A packet read from the TUN.
+    pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
+        self.bond.handle_tun_packet(now, packet);
+    }
+
+    /// A datagram read from UDP path `path`'s socket, from `src` (opened in place).
+    pub fn handle_udp(&mut self, now: Instant, path: PathId, src: SocketAddr, bytes: &mut [u8]) {
+        let Some(side) = self.paths.iter_mut().find(|s| s.id == path) else {
+            return;
+        };
+        let SideKind::Udp { remote, roam } = &mut side.kind else {
+            return;
+        };
+        let was = *remote;
+        match self.sealer.incoming(now, remote, roam, src, bytes) {
+            Incoming::Deliver(d) => self.bond.handle_datagram(now, path, d),
+            Incoming::Reply(r) => push_reply(&mut self.replies, path, Some(src), r),
+            Incoming::Drop => {}
+        }
+        if let Some(to) = remote.filter(|to| Some(*to) != was) {
+            self.events.push_back(Event::PeerMoved {
+                path,
+                from: was,
+                to,
+            });
+        }
+    }
+
+    /// A datagram (one frame) read from serial path `path`'s line (opened in place).
+    pub fn handle_line_datagram(&mut self, now: Instant, path: PathId, bytes: &mut [u8]) {
+        match self.sealer.incoming_line(now, bytes) {
+            Incoming::Deliver(d) => self.bond.handle_datagram(now, path, d),
+            Incoming::Reply(r) => push_reply(&mut self.replies, path, None, r),
+            Incoming::Drop => {}
+        }
+    }
+
+    /// Path `path`'s carrier failed (a send or receive error that says the path is
+    /// broken): the bond treats it as down at once.
+    pub fn handle_path_error(&mut self, now: Instant, path: PathId) {
+        self.bond.handle_path_error(now, path);
+    }
+
+    /// The next datagram to send, written into `buf` (at least [`MAX_DATAGRAM`] bytes
+    /// plus the sealing overhead): handshake answers first, then the sealer's handshake
+    /// datagrams on every path, then what the emulators release, then the bond's
+    /// datagrams, sealed. Call until `None` after every other call.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some(t) = self.handshake_transmit(now, buf) {
+            return Some(t);
+        }
+        if let Some(t) = self.release(now, buf) {
+            return Some(t);
+        }
+        while let Some(t) = self.bond.poll_transmit(now, &mut self.plain) {
+            let Some(i) = self.paths.iter().position(|s| s.id == t.path) else {
+                continue;
+            };
+            let side = &mut self.paths[i];
+            if let Some(emu) = &mut side.emu {
+                let pushed = self.plain.get(..t.len).is_some_and(|d| emu.push(now, d));
+                if !pushed {
+                    side.emu_dropped += 1;
+                }
+                continue;
+            }
+            if let Some(t) = self.seal(now, i, t.len, buf) {
+                return Some(t);
+            }
+        }
+        // What the bond just handed an emulator with no delay.
+        self.release(now, buf)
+    }
+
+    /// What the emulators release now, sealed.
+    fn release(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        for i in 0..self.paths.len() {
+            while let Some(n) = self.paths[i]
+                .emu
+                .as_mut()
+                .and_then(|e| e.poll(now, &mut self.plain))
+            {
+                if let Some(t) = self.seal(now, i, n, buf) {
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// Replies, then the current handshake datagram on each path in turn.
+    fn handshake_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        while let Some(r) = self.replies.pop_front() {
+            if let Some(dst) = buf.get_mut(..r.bytes.len()) {
+                dst.copy_from_slice(&r.bytes);
+                return Some(Transmit {
+                    path: r.path,
+                    to: r.to,
+                    len: r.bytes.len(),
+                    kind: Kind::Handshake,
+                });
+            }
+        }
+        loop {
+            while let Some(side) = self.paths.get(self.handshake_next) {
+                self.handshake_next += 1;
+                let to = match side.kind {
+                    SideKind::Udp { remote: None, .. } => continue,
+                    SideKind::Udp { remote, .. } => remote,
+                    SideKind::Line => None,
+                };
+                let len = self.handshake.len();
+                buf.get_mut(..len)?.copy_from_slice(&self.handshake);
+                return Some(Transmit {
+                    path: side.id,
+                    to,
+                    len,
+                    kind: Kind::Handshake,
+                });
+            }
+            self.handshake.resize(MAX_DATAGRAM, 0);
+            let n = self.sealer.poll_transmit(now, &mut self.handshake);
+            self.handshake.truncate(n.unwrap_or(0));
+            if self.handshake.is_empty() {
+                // Nothing (more) to send: the loop above has nothing to go over.
+                self.handshake_next = usize::MAX;
+                return None;
+            }
+            self.handshake_next = 0;
+        }
+    }
+
+    /// Seal `self.plain[..n]` for path index `i` into `buf`.
+    fn seal(&mut self, now: Instant, i: usize, n: usize, buf: &mut [u8]) -> Option<Transmit> {
+        let side = self.paths.get(i)?;
+        let datagram = self.plain.get(..n)?;
+        let kind = match datagram.get(1).copied().map(MessageType::try_from) {
+            Some(Ok(MessageType::Data | MessageType::PinnedData)) => Kind::Data,
+            _ => Kind::Control,
+        };
+        let (to, len) = match side.kind {
+            // Nowhere to send yet (a name not resolved, or a peer not heard from).
+            SideKind::Udp { remote: None, .. } => return None,
+            SideKind::Udp { remote, .. } => (remote, self.sealer.outgoing(now, datagram, buf)?),
+            SideKind::Line => (None, self.sealer.outgoing_line(now, datagram, buf)?),
+        };
+        Some(Transmit {
+            path: side.id,
+            to,
+            len,
+            kind,
+        })
+    }
+
+    /// The next packet for the TUN, written into `buf`.
+    pub fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.bond.poll_deliver(now, buf)
+    }
+
+    /// When [`Endpoint::handle_timeout`] (then [`Endpoint::poll_transmit`]) is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let emus = self
+            .paths
+            .iter()
+            .filter_map(|s| s.emu.as_ref()?.poll_timeout());
+        [self.bond.poll_timeout(), self.sealer.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .chain(emus)
+            .min()
+    }
+
+    /// Run the timers that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.bond.poll_timeout().is_some_and(|t| t <= now) {
+            self.bond.handle_timeout(now);
+        }
+        if self.sealer.poll_timeout().is_some_and(|t| t <= now) {
+            self.sealer.handle_timeout(now);
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        Some(match self.bond.poll_event()? {
+            bond::Event::PathUp(id) => Event::PathUp(id),
+            bond::Event::PathDown(id) => Event::PathDown(id),
+            bond::Event::PeerRestarted => Event::PeerRestarted,
+        })
+    }
+}
+
+fn push_reply(replies: &mut VecDeque<Reply>, path: PathId, to: Option<SocketAddr>, r: &[u8]) {
+    if replies.len() < REPLIES_MAX {
+        replies.push_back(Reply {
+            path,
+            to,
+            bytes: r.to_vec(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

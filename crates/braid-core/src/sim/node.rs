@@ -1,0 +1,106 @@
+//! What the simulator drives: a bare [`Bond`] (the bond's own tests) or an [`Endpoint`]
+//! (the bond with its sealing, as the daemon runs it).
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+use super::Side;
+use crate::bond::{Bond, PathConfig};
+use crate::endpoint::{Endpoint, PathKind};
+use crate::{Instant, PathId};
+
+/// One end of a simulated pair.
+pub trait Node {
+    /// Add simulated path `i` on side `side` with `cfg`.
+    fn add_path(&mut self, now: Instant, cfg: PathConfig, i: usize, side: Side) -> PathId;
+    /// A datagram arrived on `path` (simulated path `i`) from side `from`.
+    fn receive(&mut self, now: Instant, path: PathId, i: usize, from: Side, bytes: &mut [u8]);
+    /// The next datagram to send: its path and length in `buf`.
+    fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)>;
+    /// A packet from the TUN.
+    fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]);
+    /// The next packet for the TUN.
+    fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize>;
+    /// When the node's timers are next due.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Run the node's timers.
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+impl Node for Bond {
+    fn add_path(&mut self, now: Instant, cfg: PathConfig, _: usize, _: Side) -> PathId {
+        Bond::add_path(self, now, cfg).expect("sim: add a path to a bond")
+    }
+
+    fn receive(&mut self, now: Instant, path: PathId, _: usize, _: Side, bytes: &mut [u8]) {
+        self.handle_datagram(now, path, bytes);
+    }
+
+    fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)> {
+        self.poll_transmit(now, buf).map(|t| (t.path, t.len))
+    }
+
+    fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
+        Bond::handle_tun_packet(self, now, packet);
+    }
+
+    fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        Bond::poll_deliver(self, now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Bond::poll_timeout(self)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        Bond::handle_timeout(self, now);
+    }
+}
+
+/// The address side `side` sends simulated path `i` from (documentation addresses,
+/// RFC 5737).
+pub fn address(i: usize, side: Side) -> SocketAddr {
+    let host = match side {
+        Side::A => 1,
+        Side::B => 2,
+    };
+    let port = 7000 + u16::try_from(i).expect("sim: fewer than 58 536 paths");
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, host), port))
+}
+
+/// An endpoint's paths are UDP paths whose peer is the other side's [`address`].
+impl Node for Endpoint {
+    fn add_path(&mut self, now: Instant, cfg: PathConfig, i: usize, side: Side) -> PathId {
+        let other = match side {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        };
+        let kind = PathKind::Udp {
+            remote: Some(address(i, other)),
+        };
+        Endpoint::add_path(self, now, cfg, kind, None).expect("sim: add a path to an endpoint")
+    }
+
+    fn receive(&mut self, now: Instant, path: PathId, i: usize, from: Side, bytes: &mut [u8]) {
+        self.handle_udp(now, path, address(i, from), bytes);
+    }
+
+    fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)> {
+        self.poll_transmit(now, buf).map(|t| (t.path, t.len))
+    }
+
+    fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
+        Endpoint::handle_tun_packet(self, now, packet);
+    }
+
+    fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        Endpoint::poll_deliver(self, now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Endpoint::poll_timeout(self)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        Endpoint::handle_timeout(self, now);
+    }
+}
