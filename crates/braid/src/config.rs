@@ -133,7 +133,7 @@ pub struct BondSettings {
     /// The `primary` path's name (active-backup only).
     pub primary: Option<String>,
     /// Everything the core needs. For active-backup, `primary` holds the id the path will
-    /// get when the paths are added in file order (`PathId(index)`); [`Config::build_bond`]
+    /// get when the paths are added in file order (`PathId(index)`); [`Config::build_endpoint`]
     /// checks that.
     pub core: BondConfig,
     /// Keys, or the explicit `encryption = "none"`.
@@ -287,7 +287,16 @@ impl PathSettings {
         }
     }
 
-    /// The core's view of the path.
+    /// How the endpoint reaches the peer on this path.
+    pub fn kind(&self) -> braid_core::endpoint::PathKind {
+        match &self.transport {
+            Transport::Udp(u) => braid_core::endpoint::PathKind::Udp {
+                remote: u.remote.addr(),
+            },
+            Transport::Serial(_) => braid_core::endpoint::PathKind::Line,
+        }
+    }
+
     /// The core's settings for this path; `sealed`: datagrams carry the envelope.
     pub fn path_config(&self, sealed: bool) -> PathConfig {
         let mut c = path_config(&self.name, self.bps, self.prio);
@@ -453,25 +462,32 @@ impl Config {
         validate(raw, base, source).map_err(|(span, message)| err(span, message))
     }
 
-    /// Create the bond and add the paths in file order. Returns the bond and the path ids
-    /// (same order as `paths`).
-    pub fn build_bond(
+    /// Create the endpoint (the bond, its sealing, the paths' emulators) and add the paths
+    /// in file order. Returns it and the path ids (same order as `paths`).
+    pub fn build_endpoint(
         &self,
         now: braid_core::Instant,
-    ) -> anyhow::Result<(braid_core::bond::Bond, Vec<PathId>)> {
+    ) -> anyhow::Result<(braid_core::endpoint::Endpoint, Vec<PathId>)> {
         use braid_core::crypto::OsRng;
+        use braid_core::endpoint::{Endpoint, EndpointConfig};
         use rand_core::RngCore;
         // A new epoch every run: the peer tells a restart by it, and this run's sequence
         // and probe numbers start where the last run's cannot be.
-        let cfg = braid_core::bond::BondConfig {
+        let bond = braid_core::bond::BondConfig {
             epoch: OsRng.next_u64(),
             ..self.bond.core.clone()
         };
-        let mut bond = braid_core::bond::Bond::new(cfg, now);
+        let seal = crate::seal::seal_config(self, now);
+        let mut ep = Endpoint::new(EndpointConfig { bond, seal }, now);
         let mut ids = Vec::with_capacity(self.paths.len());
         for p in &self.paths {
-            let id = bond
-                .add_path(now, p.path_config(self.bond.encryption.is_sealed()))
+            let id = ep
+                .add_path(
+                    now,
+                    p.path_config(self.bond.encryption.is_sealed()),
+                    p.kind(),
+                    p.emulate.clone(),
+                )
                 .map_err(|e| anyhow::anyhow!("path {:?}: {e}", p.name))?;
             ids.push(id);
         }
@@ -481,11 +497,11 @@ impl Config {
                 .iter()
                 .position(|p| &p.name == primary)
                 .map(index_id);
-            if bond.path_by_name(primary) != want {
+            if ep.bond().path_by_name(primary) != want {
                 anyhow::bail!("internal: path ids are not assigned in file order; cannot resolve primary {primary:?}");
             }
         }
-        Ok((bond, ids))
+        Ok((ep, ids))
     }
 }
 

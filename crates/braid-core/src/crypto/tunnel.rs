@@ -419,6 +419,11 @@ impl Tunnel {
         self.config.peer_public_key
     }
 
+    /// The replay window's size, in packets.
+    pub fn replay_window_bits(&self) -> usize {
+        self.config.replay_window_bits
+    }
+
     /// The counters.
     pub fn counters(&self) -> &Counters {
         &self.counters

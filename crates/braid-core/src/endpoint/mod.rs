@@ -249,6 +249,14 @@ impl Endpoint {
         }
     }
 
+    /// Put an emulator on path `id` (its outage schedule counts from `now`), or take it
+    /// off; what the old one held is lost.
+    pub fn set_emulator(&mut self, now: Instant, id: PathId, emu: Option<EmuConfig>) {
+        if let Some(side) = self.side_mut(id) {
+            side.emu = emu.map(|c| Emulator::new(c, now));
+        }
+    }
+
     /// Whether path `id` is emulated, and the datagrams its emulator dropped.
     pub fn emulated(&self, id: PathId) -> Option<u64> {
         self.side(id)?.emu.as_ref()?;

@@ -246,9 +246,10 @@ fn zero_paths_allowed() {
 }
 
 #[test]
-fn build_bond_assigns_ids_in_file_order() {
+fn build_endpoint_assigns_ids_in_file_order() {
     let c = parse(FULL).unwrap();
-    let (bond, ids) = c.build_bond(braid_core::Instant::ZERO).unwrap();
+    let (ep, ids) = c.build_endpoint(braid_core::Instant::ZERO).unwrap();
+    let bond = ep.bond();
     assert_eq!(ids, vec![PathId(0), PathId(1)]);
     assert_eq!(bond.path_by_name("p1"), Some(PathId(1)));
 }

@@ -10,7 +10,7 @@ use braid_core::crypto::Rejected;
 use braid_core::Instant;
 
 use crate::log::{self, ddebug, dlog, Level};
-use crate::seal::Sealer;
+use braid_core::endpoint::{Endpoint, Sealer};
 
 /// Without a session this long after start, the log says so and what to check: two
 /// handshake retries (5 s apart) went unanswered.
@@ -69,14 +69,14 @@ impl Notices {
         }
     }
 
-    /// After [`Sealer::incoming`] took a datagram that came `src` (`None` on a serial
-    /// line) on `path`: say why a handshake was refused, or that one made a session.
+    /// After the endpoint took a datagram that came `src` (`None` on a serial line) on
+    /// `path`: say why a handshake was refused, or that one made a session.
     pub fn after_incoming(
         &mut self,
         now: Instant,
         path: &str,
         src: Option<SocketAddr>,
-        sealer: &mut Sealer,
+        ep: &mut Endpoint,
     ) {
         let said = |r: &Rejected| {
             matches!(
@@ -85,7 +85,8 @@ impl Notices {
             )
         };
         // Only the refusals worth a line get worded (replays and the like are counted).
-        if let Some(reason) = sealer.take_rejected().filter(said) {
+        if let Some(reason) = ep.take_rejected().filter(said) {
+            let sealer = ep.sealer();
             if let Some(hint) = rejection_hint(reason, sealer.public_key().as_deref()) {
                 log::limited(
                     now,
@@ -95,6 +96,7 @@ impl Notices {
                 );
             }
         }
+        let sealer = ep.sealer();
         let counts = sealer.session_counts();
         if counts.0 != self.counts.0 {
             self.new_session(now, &origin(path, src));

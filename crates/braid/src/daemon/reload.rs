@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use braid_core::bond::Bond;
-use braid_core::emu::Emulator;
+use braid_core::endpoint::Endpoint;
 use braid_core::sched::SchedulerConfig;
 use braid_core::shape::Shaper;
 use braid_core::Instant;
@@ -34,7 +34,7 @@ impl super::Daemon {
             now,
             self.config_file.as_deref(),
             &mut self.applied,
-            &mut self.bond,
+            &mut self.ep,
             &mut self.paths,
             self.mark,
         );
@@ -47,12 +47,12 @@ pub(super) fn reload(
     now: Instant,
     file: Option<&Path>,
     applied: &mut Config,
-    bond: &mut Bond,
+    ep: &mut Endpoint,
     paths: &mut Vec<PathIo>,
     mark: Option<u32>,
 ) -> Result<Vec<String>, String> {
     super::notify::reloading(now);
-    let done = apply_file(now, file, applied, bond, paths, mark);
+    let done = apply_file(now, file, applied, ep, paths, mark);
     super::notify::reloaded(now, done.is_ok());
     match done {
         Ok(lines) => {
@@ -75,7 +75,7 @@ fn apply_file(
     now: Instant,
     file: Option<&Path>,
     applied: &mut Config,
-    bond: &mut Bond,
+    ep: &mut Endpoint,
     paths: &mut Vec<PathIo>,
     mark: Option<u32>,
 ) -> Result<Vec<String>, String> {
@@ -98,7 +98,7 @@ fn apply_file(
             let Some(s) = &new.shape else {
                 return Err("internal: no [shape] to build".into());
             };
-            let (shaper, warnings) = Shaper::new(&s.spec, 0, bond.config().mtu, now)
+            let (shaper, warnings) = Shaper::new(&s.spec, 0, ep.bond().config().mtu, now)
                 .map_err(|e| format!("config not reloaded: shape: {e}"))?;
             for n in &s.notes {
                 dlog!(now, "shape: {n}");
@@ -112,7 +112,7 @@ fn apply_file(
     };
     let mut lines = d.lines();
     let sealed = new.bond.encryption.is_sealed();
-    lines.extend(apply_paths(now, &d, (sealed, mark), bond, paths));
+    lines.extend(apply_paths(now, &d, (sealed, mark), ep, paths));
     // Bond-wide keys; active-backup's primary by name, as the paths' ids may have changed.
     let mut core = new.bond.core.clone();
     if let SchedulerConfig::ActiveBackup(o) = &mut core.scheduler {
@@ -120,12 +120,12 @@ fn apply_file(
             .bond
             .primary
             .as_deref()
-            .and_then(|n| bond.path_by_name(n));
+            .and_then(|n| ep.bond().path_by_name(n));
     }
-    if !d.bond.is_empty() || bond.config().scheduler != core.scheduler {
-        bond.reconfigure(now, core);
+    if !d.bond.is_empty() || ep.bond().config().scheduler != core.scheduler {
+        ep.bond_mut().reconfigure(now, core);
     }
-    lines.extend(apply_shape(now, &d.shape, shaper, bond));
+    lines.extend(apply_shape(now, &d.shape, shaper, ep.bond_mut()));
     *applied = new;
     Ok(lines)
 }
@@ -171,31 +171,31 @@ fn apply_paths(
     now: Instant,
     d: &Diff,
     (sealed, mark): (bool, Option<u32>),
-    bond: &mut Bond,
+    ep: &mut Endpoint,
     paths: &mut Vec<PathIo>,
 ) -> Vec<String> {
     let mut notes = Vec::new();
     let mut added: Vec<&PathSettings> = Vec::new();
     for c in &d.paths {
         match c {
-            PathChange::Removed { name } => remove(now, name, bond, paths),
+            PathChange::Removed { name } => remove(now, name, ep, paths),
             PathChange::Changed {
                 new,
                 reopen: Reopen::Recreate,
                 ..
             } => {
-                remove(now, &new.name, bond, paths);
+                remove(now, &new.name, ep, paths);
                 added.push(new);
             }
             PathChange::Changed { new, keys, reopen } => {
                 let changed = |k: &str| keys.iter().any(|c| c.key == k);
-                change(now, new, &changed, *reopen == Reopen::Socket, bond, paths);
+                change(now, new, &changed, *reopen == Reopen::Socket, ep, paths);
             }
             PathChange::Added(p) => added.push(p),
         }
     }
     for p in added {
-        match bond.add_path(now, p.path_config(sealed)) {
+        match ep.add_path(now, p.path_config(sealed), p.kind(), p.emulate.clone()) {
             Ok(id) => {
                 let io = PathIo::open(now, id, p, mark);
                 if let Some(e) = &io.last_error {
@@ -217,9 +217,9 @@ fn apply_paths(
     notes
 }
 
-fn remove(now: Instant, name: &str, bond: &mut Bond, paths: &mut Vec<PathIo>) {
-    if let Some(id) = bond.path_by_name(name) {
-        let _ = bond.remove_path(now, id);
+fn remove(now: Instant, name: &str, ep: &mut Endpoint, paths: &mut Vec<PathIo>) {
+    if let Some(id) = ep.bond().path_by_name(name) {
+        let _ = ep.remove_path(now, id);
         paths.retain(|p| p.id != id);
     }
 }
@@ -231,17 +231,17 @@ fn change(
     new: &PathSettings,
     changed: &dyn Fn(&str) -> bool,
     reopen: bool,
-    bond: &mut Bond,
+    ep: &mut Endpoint,
     paths: &mut [PathIo],
 ) {
-    let Some(id) = bond.path_by_name(&new.name) else {
+    let Some(id) = ep.bond().path_by_name(&new.name) else {
         return;
     };
     if changed("bps") {
-        let _ = bond.set_path_bps(id, new.bps);
+        let _ = ep.bond_mut().set_path_bps(id, new.bps);
     }
     if changed("prio") {
-        let _ = bond.set_path_prio(id, new.prio);
+        let _ = ep.bond_mut().set_path_prio(id, new.prio);
     }
     let Some(io) = paths.iter_mut().find(|p| p.id == id) else {
         return;
@@ -253,7 +253,7 @@ fn change(
         }),
     ) = (&mut io.carrier, &new.transport)
     {
-        u.set_target(now, remote);
+        u.set_target(now, remote, ep, id);
         if reopen {
             u.local = *local;
             u.dev = dev.clone();
@@ -264,7 +264,7 @@ fn change(
     }
     // A new emulator starts its outage schedule again: only when its settings changed.
     if changed("emulate") {
-        io.emu = new.emulate.clone().map(|c| Emulator::new(c, now));
+        ep.set_emulator(now, id, new.emulate.clone());
     }
 }
 
@@ -369,7 +369,7 @@ mod tests {
         dir: PathBuf,
         file: PathBuf,
         applied: Config,
-        bond: Bond,
+        ep: Endpoint,
         paths: Vec<PathIo>,
         ports: [u16; 3],
     }
@@ -390,24 +390,31 @@ mod tests {
                     "x",
                 )
                 .unwrap(),
-                bond: Bond::new(Default::default(), Instant::ZERO),
+                ep: Config::parse(
+                    "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\n",
+                    "x",
+                )
+                .unwrap()
+                .build_endpoint(Instant::ZERO)
+                .unwrap()
+                .0,
                 paths: Vec::new(),
                 ports,
             };
             r.write(&r.text(2, "", "", SHAPE));
             let cfg = Config::load(&r.file).unwrap();
             let now = Instant::ZERO;
-            let (mut bond, ids) = cfg.build_bond(now).unwrap();
+            let (mut ep, ids) = cfg.build_endpoint(now).unwrap();
             let spec = &cfg.shape.as_ref().unwrap().spec;
             let (shaper, _) = Shaper::new(spec, 0, 1400, now).unwrap();
-            bond.set_shaper(now, Some(shaper), false);
+            ep.bond_mut().set_shaper(now, Some(shaper), false);
             r.paths = cfg
                 .paths
                 .iter()
                 .zip(ids)
                 .map(|(p, id)| PathIo::open(now, id, p, None))
                 .collect();
-            r.bond = bond;
+            r.ep = ep;
             r.applied = cfg;
             r
         }
@@ -435,14 +442,15 @@ mod tests {
                 Instant::from_millis(1000),
                 Some(&self.file),
                 &mut self.applied,
-                &mut self.bond,
+                &mut self.ep,
                 &mut self.paths,
                 None,
             )
         }
 
         fn names(&self) -> Vec<String> {
-            self.bond
+            self.ep
+                .bond()
                 .status()
                 .paths
                 .iter()
@@ -452,7 +460,13 @@ mod tests {
 
         fn rate_of(&self, class: &str) -> u64 {
             let id = braid_core::shape::ClassId::parse(class).unwrap();
-            self.bond.shaper().unwrap().class_spec(id).unwrap().rate_bps
+            self.ep
+                .bond()
+                .shaper()
+                .unwrap()
+                .class_spec(id)
+                .unwrap()
+                .rate_bps
         }
     }
 
@@ -484,11 +498,11 @@ mod tests {
             ]
         );
         assert_eq!(r.names(), ["p0", "p1", "p2"]);
-        let st = r.bond.status();
+        let st = r.ep.bond().status();
         assert_eq!(st.scheduler, "eql");
         assert_eq!(st.paths[0].bps, 20_000_000);
         assert_eq!(
-            r.bond.config().health.probe_interval,
+            r.ep.bond().config().health.probe_interval,
             std::time::Duration::from_millis(250)
         );
         assert_eq!(r.rate_of("1:10"), 2_000_000);
@@ -509,7 +523,7 @@ mod tests {
         );
         assert_eq!(r.names(), ["p0", "p1"]);
         assert_eq!(r.paths.len(), 2);
-        assert!(r.bond.shaper().is_none());
+        assert!(r.ep.bond().shaper().is_none());
     }
 
     #[test]
@@ -517,11 +531,11 @@ mod tests {
         let mut r = Running::new("touch");
         // The daemon moved p0's speed at run time (as a serial line's measured rate does);
         // a reload that changes p0's priority only leaves the speed alone.
-        let id = r.bond.path_by_name("p0").unwrap();
-        r.bond.set_path_bps(id, 123_456).unwrap();
+        let id = r.ep.bond().path_by_name("p0").unwrap();
+        r.ep.bond_mut().set_path_bps(id, 123_456).unwrap();
         r.write(&r.text(2, "", "prio = 4", SHAPE));
         assert_eq!(r.reload().unwrap(), ["path p0: prio 0 -> 4"]);
-        assert_eq!(r.bond.status().paths[0].bps, 123_456);
+        assert_eq!(r.ep.bond().status().paths[0].bps, 123_456);
     }
 
     #[test]
@@ -556,14 +570,14 @@ mod tests {
         // Nothing changed.
         assert_eq!(r.applied, before);
         assert_eq!(r.names(), ["p0", "p1"]);
-        assert_eq!(r.bond.status().paths[0].bps, 0);
-        assert!(r.bond.shaper().is_some());
+        assert_eq!(r.ep.bond().status().paths[0].bps, 0);
+        assert!(r.ep.bond().shaper().is_some());
         // No file: refused too.
         let e = reload(
             Instant::ZERO,
             None,
             &mut r.applied,
-            &mut r.bond,
+            &mut r.ep,
             &mut r.paths,
             None,
         );
@@ -597,9 +611,14 @@ mod tests {
             &serde_json::json!({"ok": false, "error": "x"}),
         );
         assert_eq!(r.applied.paths.len(), 3);
-        r.bond
-            .add_path(Instant::ZERO, crate::config::path_config("extra", 7, 0))
-            .unwrap();
+        let kind = braid_core::endpoint::PathKind::Udp { remote: None };
+        r.ep.add_path(
+            Instant::ZERO,
+            crate::config::path_config("extra", 7, 0),
+            kind,
+            None,
+        )
+        .unwrap();
         let lines = r.reload().unwrap();
         assert_eq!(lines, ["path extra removed", "path p1: bps 9 -> 0"]);
         assert_eq!(r.names(), ["p0", "p1"]);

@@ -3,7 +3,8 @@
 //! ([`crate::monitor::Monitor::publish`]).
 use braid_core::Instant;
 
-use super::{add_session, handle_request, raw_ip_status, Daemon};
+use super::requests::{add_session, handle_request, raw_ip_status};
+use super::Daemon;
 use crate::config::Config;
 use crate::control::Request;
 use crate::monitor::{self, Monitor, Snapshot};
@@ -32,25 +33,19 @@ impl Daemon {
         }
         let mut status = handle_request(
             now,
-            &mut self.bond,
+            &mut self.ep,
             &mut self.paths,
             Request::Status,
             (&self.interface, &self.address),
             self.tun_write_errors,
-            (self.sealer.enabled(), self.mark),
+            self.mark,
         );
         if self.raw_ip {
             raw_ip_status(&mut status, &self.paths, self.rx_not_ip);
         }
-        add_session(
-            &mut status,
-            now,
-            &self.sealer,
-            &self.notices,
-            &self.privileges,
-        );
-        let classes = self.bond.shaper().and_then(|_| {
-            crate::classes::show(now, &self.bond)
+        add_session(&mut status, now, &self.ep, &self.notices, &self.privileges);
+        let classes = self.ep.bond().shaper().and_then(|_| {
+            crate::classes::show(now, self.ep.bond())
                 .get("classes")
                 .cloned()
         });

@@ -3,14 +3,15 @@
 //! the path is down, its status says why, and it is checked again every second); a `remote`
 //! that is a DNS name is resolved on a thread of its own (never in the loop), at start and
 //! again while the path is down; a path without `remote` waits for the peer's first
-//! authenticated datagram (`seal::Roaming` moves an unknown peer address to its source).
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+//! authenticated datagram (the core's `Roaming` moves an unknown peer address to its
+//! source). The peer's current address is the endpoint's ([`Endpoint::remote`]).
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::time::Duration;
 
-use braid_core::bond::Bond;
+use braid_core::endpoint::Endpoint;
 use braid_core::path::LinkState;
-use braid_core::Instant;
+use braid_core::{Instant, PathId};
 
 use super::{Carrier, PathIo, UdpIo};
 use crate::config::Remote;
@@ -26,21 +27,6 @@ const RESOLVE_POLL: Duration = Duration::from_millis(50);
 /// How long `braid up` waits at start for the names to resolve (before routes are added
 /// through the bond, so that the first lookups still use the uplinks' routes).
 pub const RESOLVE_AT_START: Duration = Duration::from_secs(5);
-
-/// The "not known yet" peer address of a path (nothing is sent to it).
-pub fn unknown_peer(v4: bool) -> SocketAddr {
-    let ip = if v4 {
-        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-    } else {
-        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-    };
-    SocketAddr::new(ip, 0)
-}
-
-/// True for the "not known yet" peer address.
-pub fn is_unknown(a: &SocketAddr) -> bool {
-    a.port() == 0
-}
 
 /// A path's uplink bookkeeping (kept in its [`UdpIo`]).
 #[derive(Debug)]
@@ -74,6 +60,28 @@ impl Uplink {
 }
 
 impl UdpIo {
+    /// Set the configured `remote` (a reload): a new address at once, a name resolved
+    /// afresh, a learned one kept.
+    pub(super) fn set_target(
+        &mut self,
+        now: Instant,
+        target: &Remote,
+        ep: &mut Endpoint,
+        id: PathId,
+    ) {
+        if &self.uplink.target == target {
+            return;
+        }
+        self.uplink.target = target.clone();
+        if let Some(a) = target.addr() {
+            ep.set_remote(id, Some(a));
+        }
+        if matches!(target, Remote::Name { .. }) {
+            ep.set_remote(id, None);
+            self.start_resolving(now);
+        }
+    }
+
     /// True when `local` is unspecified: the socket binds to `dev`'s address.
     pub fn follows_dev(&self) -> bool {
         self.local.ip().is_unspecified() && self.dev.is_some()
@@ -149,11 +157,11 @@ impl UdpIo {
 
 /// `braid up`: wait (at most [`RESOLVE_AT_START`]) for the paths' names to resolve, and
 /// take their answers.
-pub(super) fn wait_resolved(paths: &mut [PathIo], bond: &mut Bond, clock: &super::Clock) {
+pub(super) fn wait_resolved(paths: &mut [PathIo], ep: &mut Endpoint, clock: &super::Clock) {
     let start = clock.now();
     loop {
         for p in paths.iter_mut() {
-            p.check_uplink(clock.now(), bond);
+            p.check_uplink(clock.now(), ep);
         }
         if !paths.iter().any(PathIo::resolving)
             || clock.now().saturating_since(start) >= RESOLVE_AT_START
@@ -196,7 +204,7 @@ impl PathIo {
 
     /// One turn's look at the uplink: a resolution's answer, a new resolution while the
     /// path is down, the device's address. Cheap when nothing is due.
-    pub(super) fn check_uplink(&mut self, now: Instant, bond: &mut Bond) {
+    pub(super) fn check_uplink(&mut self, now: Instant, ep: &mut Endpoint) {
         let PathIo {
             id, name, carrier, ..
         } = self;
@@ -205,10 +213,9 @@ impl PathIo {
         };
         if let Some(r) = u.poll_resolved() {
             match r {
-                Ok(a) if a != u.remote => {
+                Ok(a) if Some(a) != ep.remote(*id) => {
                     dlog!(now, "path {name}: {} is {a}", u.uplink.target);
-                    u.remote = a;
-                    u.roam = Default::default();
+                    ep.set_remote(*id, Some(a));
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -223,7 +230,7 @@ impl PathIo {
         }
         if matches!(u.uplink.target, Remote::Name { .. })
             && u.uplink.resolve_after.is_none_or(|t| t <= now)
-            && (is_unknown(&u.remote) || bond.path_state(*id) != Some(LinkState::Up))
+            && (ep.remote(*id).is_none() || ep.bond().path_state(*id) != Some(LinkState::Up))
         {
             u.start_resolving(now);
         }
@@ -248,7 +255,7 @@ impl PathIo {
             ),
             Err(_) => dwarn!(now, "path {name}: {dev} lost its address {was}"),
         }
-        bond.handle_path_error(now, *id);
+        ep.handle_path_error(now, *id);
         self.reopen(now);
     }
 
@@ -286,13 +293,12 @@ mod tests {
         );
         let u = io("127.0.0.1:7000", Some("lo"), Remote::Learn);
         assert!(!u.follows_dev());
-        assert!(is_unknown(&u.remote));
     }
 
     /// Wait (bounded) for a resolution in flight to be taken by `check_uplink`.
-    fn settle(p: &mut PathIo, bond: &mut Bond, now: Instant) {
+    fn settle(p: &mut PathIo, ep: &mut Endpoint, now: Instant) {
         for _ in 0..500 {
-            p.check_uplink(now, bond);
+            p.check_uplink(now, ep);
             if !p.resolving() {
                 return;
             }
@@ -303,30 +309,40 @@ mod tests {
 
     #[test]
     fn a_name_is_resolved_again_while_the_path_is_down() {
-        let mut bond = Bond::new(Default::default(), Instant::ZERO);
-        let id = bond
-            .add_path(Instant::ZERO, crate::config::path_config("p", 0, 0))
+        let cfg = crate::config::Config::parse(
+            "[bond]\naddress = \"10.0.0.1/30\"\nencryption = \"none\"\n",
+            "t",
+        )
+        .unwrap();
+        let (mut ep, _) = cfg.build_endpoint(Instant::ZERO).unwrap();
+        let kind = braid_core::endpoint::PathKind::Udp { remote: None };
+        let id = ep
+            .add_path(
+                Instant::ZERO,
+                crate::config::path_config("p", 0, 0),
+                kind,
+                None,
+            )
             .unwrap();
         let target = Remote::Name {
             host: "localhost".into(),
             port: 7001,
         };
         let carrier = Carrier::Udp(io("127.0.0.1:0", None, target));
-        let mut p = PathIo::new(Instant::ZERO, id, "p".into(), carrier, None);
-        assert_eq!(bond.path_state(id), Some(LinkState::Down));
+        let mut p = PathIo::new(Instant::ZERO, id, "p".into(), carrier);
+        assert_eq!(ep.bond().path_state(id), Some(LinkState::Down));
         let t0 = Instant::from_millis(10);
-        p.check_uplink(t0, &mut bond);
+        p.check_uplink(t0, &mut ep);
         assert!(p.resolving(), "a name not known yet is resolved");
-        settle(&mut p, &mut bond, t0);
-        let remote = |p: &PathIo| p.udp_io().map(|u| u.remote);
-        assert_eq!(remote(&p), Some("127.0.0.1:7001".parse().unwrap()));
+        settle(&mut p, &mut ep, t0);
+        assert_eq!(ep.remote(id), Some("127.0.0.1:7001".parse().unwrap()));
         // Down, but resolved less than RESOLVE_RETRY ago: not again yet.
-        p.check_uplink(t0 + RESOLVE_RETRY / 2, &mut bond);
+        p.check_uplink(t0 + RESOLVE_RETRY / 2, &mut ep);
         assert!(!p.resolving());
         // Still down RESOLVE_RETRY later: again.
-        p.check_uplink(t0 + RESOLVE_RETRY, &mut bond);
+        p.check_uplink(t0 + RESOLVE_RETRY, &mut ep);
         assert!(p.resolving(), "a down path resolves its name again");
-        settle(&mut p, &mut bond, t0 + RESOLVE_RETRY);
+        settle(&mut p, &mut ep, t0 + RESOLVE_RETRY);
         assert_eq!(
             p.uplink_due(t0 + RESOLVE_RETRY),
             Some(t0 + RESOLVE_RETRY * 2)
@@ -343,7 +359,6 @@ mod tests {
                 port: 7001,
             },
         );
-        assert!(is_unknown(&u.remote));
         u.start_resolving(Instant::ZERO);
         let mut got = None;
         for _ in 0..500 {

@@ -45,10 +45,11 @@ rate = "8mbit"
 fn real_snapshot(unix_ms: u64) -> Snapshot {
     let cfg = Config::parse(CONFIG, "t.toml").unwrap();
     let now = Instant::ZERO;
-    let (mut bond, _) = cfg.build_bond(now).unwrap();
+    let (mut ep, _) = cfg.build_endpoint(now).unwrap();
     let shape = cfg.shape.as_ref().unwrap();
     let (shaper, _) = braid_core::shape::Shaper::new(&shape.spec, 0, 1500, now).unwrap();
-    bond.set_shaper(now, Some(shaper), false);
+    ep.bond_mut().set_shaper(now, Some(shaper), false);
+    let bond = ep.bond();
     let status = json!({
         "ok": true, "interface": "braid0", "uptime_us": 5_000_000u64,
         "status": serde_json::to_value(bond.status()).unwrap(),
@@ -57,7 +58,7 @@ fn real_snapshot(unix_ms: u64) -> Snapshot {
                        "events": {"sessions_created": 4, "sealed": 10, "opened": 9},
                        "rejected": {"mac1": 1, "replay": 0}},
     });
-    let classes = crate::classes::show(now, &bond).get("classes").cloned();
+    let classes = crate::classes::show(now, bond).get("classes").cloned();
     Snapshot {
         unix_ms,
         status,

@@ -1,0 +1,435 @@
+//! The carriers: what moves a path's bytes. A UDP path's socket ([`UdpIo`]) or a serial
+//! line ([`SerialPath`]), each re-opened when it breaks, behind one [`PathIo`] whose
+//! methods are the only place that tells them apart. The loop hands a path's datagrams to
+//! the endpoint in batches ([`RecvBatch`]) and sends what the endpoint returns through
+//! [`PathIo::send`].
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use braid_core::endpoint::{Endpoint, Kind, Transmit};
+use braid_core::{Instant, PathId};
+use serde_json::{json, Value};
+
+use super::serial::SerialPath;
+use super::uplink;
+use super::SOCKET_RETRY;
+use crate::config::{self, termios_baud, PathSettings, Transport, UdpSettings};
+use crate::log::{dwarn, Level};
+use crate::sys::udp::{self, ErrorKind};
+
+/// Counters of the IO layer (not the bond's), shown by `status`.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct IoCounters {
+    /// Datagrams not sent: the socket buffer was full (EAGAIN).
+    pub send_would_block: u64,
+    /// Datagrams not sent: the socket was closed or the send failed.
+    pub send_errors: u64,
+    /// Receive errors.
+    pub recv_errors: u64,
+    /// Datagrams the emulator dropped (loss, outage, queue full).
+    pub emu_dropped: u64,
+}
+
+/// A UDP path's socket and where it binds.
+#[derive(Debug)]
+pub struct UdpIo {
+    /// Local address as configured (unspecified: follow `dev`'s address).
+    pub local: SocketAddr,
+    /// Device binding.
+    pub dev: Option<String>,
+    pub(super) sock: Option<UdpSocket>,
+    /// The configured `remote` and SO_MARK, the device's address, name resolution
+    /// (`daemon/uplink.rs`). The peer's current address is the endpoint's
+    /// ([`Endpoint::remote`]).
+    pub(super) uplink: Box<uplink::Uplink>,
+}
+
+impl UdpIo {
+    /// A path's socket settings, no socket yet.
+    pub(super) fn new(
+        local: SocketAddr,
+        target: config::Remote,
+        dev: Option<String>,
+        mark: Option<u32>,
+    ) -> UdpIo {
+        UdpIo {
+            local,
+            dev,
+            sock: None,
+            uplink: Box::new(uplink::Uplink::new(target, mark)),
+        }
+    }
+
+    /// Read what the socket has into `batch` (at most its capacity). An error that is
+    /// not about one datagram ends the batch and is returned with its kind.
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> Result<(), (ErrorKind, io::Error)> {
+        batch.clear();
+        let Some(sock) = self.sock.as_ref() else {
+            return Ok(());
+        };
+        while batch.len < batch.slots.len() {
+            let slot = &mut batch.slots[batch.len];
+            match sock.recv_from(&mut slot.buf) {
+                Ok((n, src)) => {
+                    slot.len = n;
+                    slot.src = src;
+                    batch.len += 1;
+                }
+                Err(e) => match udp::classify_on(sock, &e) {
+                    ErrorKind::WouldBlock => return Ok(()),
+                    // An ICMP error about one earlier datagram: go on reading.
+                    ErrorKind::Datagram => continue,
+                    kind => return Err((kind, e)),
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What carries a path: a UDP socket or a serial line.
+#[derive(Debug)]
+pub enum Carrier {
+    /// A UDP socket.
+    Udp(UdpIo),
+    /// A serial line (`daemon/serial.rs`).
+    Serial(Box<SerialPath>),
+}
+
+/// One datagram of a [`RecvBatch`].
+#[derive(Debug)]
+struct Slot {
+    buf: Vec<u8>,
+    len: usize,
+    src: SocketAddr,
+}
+
+/// Datagrams read from one path in one go, each with its source. (One `recvfrom` each
+/// today; the buffers are laid out for `recvmmsg`.)
+#[derive(Debug)]
+pub struct RecvBatch {
+    slots: Vec<Slot>,
+    len: usize,
+}
+
+impl RecvBatch {
+    /// Room for `n` datagrams of up to `size` bytes.
+    pub fn new(n: usize, size: usize) -> RecvBatch {
+        let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+        RecvBatch {
+            slots: (0..n)
+                .map(|_| Slot {
+                    buf: vec![0; size],
+                    len: 0,
+                    src: unknown,
+                })
+                .collect(),
+            len: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The datagrams read, each with its source, mutable (they are opened in place).
+    pub fn datagrams(&mut self) -> impl Iterator<Item = (SocketAddr, &mut [u8])> {
+        self.slots
+            .iter_mut()
+            .take(self.len)
+            .filter_map(|s| Some((s.src, s.buf.get_mut(..s.len)?)))
+    }
+}
+
+/// What a send or receive said about the path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done (or one datagram dropped and counted).
+    Fine,
+    /// The path is broken (the bond takes it down at once); the carrier stays open.
+    PathError,
+    /// The carrier failed and was closed (reopened later); the path is down.
+    Failed,
+}
+
+/// One path's IO: its socket or tty (re-opened when broken).
+#[derive(Debug)]
+pub struct PathIo {
+    /// The endpoint's id for the path.
+    pub id: PathId,
+    /// Path name.
+    pub name: String,
+    /// The socket or the line.
+    pub carrier: Carrier,
+    /// When to try to re-open the socket or tty (if closed).
+    pub(super) retry_at: Instant,
+    /// Last open/IO error, for status and to log only changes.
+    pub(super) last_error: Option<String>,
+    /// Its OS error number.
+    pub(super) last_errno: Option<i32>,
+    pub(super) counters: IoCounters,
+}
+
+impl PathIo {
+    /// A path's IO; opens the socket or tty at once (or schedules retries when that fails).
+    pub(super) fn new(now: Instant, id: PathId, name: String, carrier: Carrier) -> PathIo {
+        let mut p = PathIo {
+            id,
+            name,
+            carrier,
+            retry_at: now,
+            last_error: None,
+            last_errno: None,
+            counters: IoCounters::default(),
+        };
+        p.try_open(now);
+        p
+    }
+
+    /// A UDP path's IO from its settings; `mark`: the sockets' SO_MARK.
+    pub(super) fn udp(
+        now: Instant,
+        id: PathId,
+        name: String,
+        u: &UdpSettings,
+        mark: Option<u32>,
+    ) -> PathIo {
+        let carrier = Carrier::Udp(UdpIo::new(u.local, u.remote.clone(), u.dev.clone(), mark));
+        let mut p = PathIo::new(now, id, name, carrier);
+        p.resolve_now(now);
+        p
+    }
+
+    /// A path's IO from its settings: opens the socket or tty (a serial line at a rate
+    /// that is not a standard one is warned about).
+    pub(super) fn open(now: Instant, id: PathId, p: &PathSettings, mark: Option<u32>) -> PathIo {
+        match &p.transport {
+            Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, mark),
+            Transport::Serial(s) => {
+                if termios_baud(s.baud) != s.baud {
+                    dwarn!(
+                        now,
+                        "path {}: {} bd is not a standard rate: {} is opened at {} bd and braid paces at {} bd (right for a pty or a modem with its own line rate; on a plain UART the line would run at {} bd)",
+                        p.name,
+                        s.baud,
+                        s.device.display(),
+                        termios_baud(s.baud),
+                        s.baud,
+                        termios_baud(s.baud)
+                    );
+                }
+                let carrier = Carrier::Serial(Box::new(SerialPath::new(s.clone(), p.bps)));
+                PathIo::new(now, id, p.name.clone(), carrier)
+            }
+        }
+    }
+
+    /// True for a serial path in `mode = "raw-ip"` (then it is the bond's only path).
+    pub fn is_raw_ip(&self) -> bool {
+        matches!(&self.carrier, Carrier::Serial(s) if s.is_raw_ip())
+    }
+
+    /// The UDP side, if it is a UDP path.
+    pub fn udp_io(&self) -> Option<&UdpIo> {
+        match &self.carrier {
+            Carrier::Udp(u) => Some(u),
+            Carrier::Serial(_) => None,
+        }
+    }
+
+    /// The serial line, if it is a serial path.
+    pub(super) fn serial_mut(&mut self) -> Option<&mut SerialPath> {
+        match &mut self.carrier {
+            Carrier::Serial(s) => Some(s),
+            Carrier::Udp(_) => None,
+        }
+    }
+
+    /// True while the socket or tty is open.
+    pub(super) fn is_open(&self) -> bool {
+        match &self.carrier {
+            Carrier::Udp(u) => u.sock.is_some(),
+            Carrier::Serial(s) => s.is_open(),
+        }
+    }
+
+    /// The fd to poll for reading.
+    pub(super) fn fd(&self) -> Option<i32> {
+        match &self.carrier {
+            Carrier::Udp(u) => u.sock.as_ref().map(AsRawFd::as_raw_fd),
+            Carrier::Serial(s) => s.fd(),
+        }
+    }
+
+    /// Try to open the socket or tty; on failure log (once per distinct error) and retry
+    /// later.
+    pub(super) fn try_open(&mut self, now: Instant) -> bool {
+        let res = match &mut self.carrier {
+            Carrier::Udp(u) => match u.bind_addr() {
+                Err(why) => Err((why, None)),
+                Ok(at) => match udp::open(at, u.dev.as_deref(), u.uplink.mark) {
+                    Ok(s) => {
+                        u.sock = Some(s);
+                        u.uplink.bound = Some(at);
+                        Ok(format!("socket open again ({at} -> {})", u.uplink.target))
+                    }
+                    Err(e) => Err((e.to_string(), e.err.raw_os_error())),
+                },
+            },
+            Carrier::Serial(s) => match s.open() {
+                Ok(()) => Ok(format!("{} open again", s.cfg.device.display())),
+                Err(e) => Err((e.to_string(), e.raw_os_error())),
+            },
+        };
+        match res {
+            Ok(again) => {
+                if self.last_error.take().is_some() {
+                    let line = format!("path {}: {again}", self.name);
+                    crate::log::limited(now, Level::Info, &line, line.clone());
+                }
+                true
+            }
+            Err((msg, errno)) => {
+                self.fail(now, msg);
+                self.last_errno = errno;
+                false
+            }
+        }
+    }
+
+    /// Close the socket or tty after `msg`, log it (once per distinct message) and retry
+    /// later.
+    pub(super) fn fail(&mut self, now: Instant, msg: String) {
+        if self.last_error.as_deref() != Some(msg.as_str()) {
+            // A dead uplink fails and re-opens twice a second: said once, then summed up.
+            let line = format!(
+                "path {}: {msg}; retrying every {}s",
+                self.name,
+                SOCKET_RETRY.as_secs()
+            );
+            crate::log::limited(now, Level::Warn, &line, line.clone());
+        }
+        match &mut self.carrier {
+            Carrier::Udp(u) => u.sock = None,
+            Carrier::Serial(s) => s.close(),
+        }
+        self.last_error = Some(msg);
+        self.last_errno = None;
+        self.retry_at = now + SOCKET_RETRY;
+    }
+
+    /// Send one datagram the endpoint handed out for this path.
+    pub(super) fn send(&mut self, now: Instant, t: &Transmit, data: &[u8]) -> Outcome {
+        match &mut self.carrier {
+            Carrier::Serial(s) => {
+                // Control messages and handshakes go ahead of waiting data on the line.
+                if !s.send_as(data, t.kind.is_control()) {
+                    self.counters.send_would_block += 1;
+                }
+                Outcome::Fine
+            }
+            Carrier::Udp(u) => {
+                let (Some(sock), Some(to)) = (u.sock.as_ref(), t.to) else {
+                    // The sealer's handshakes go to every path; only a closed socket's
+                    // bond datagrams are errors.
+                    if t.kind != Kind::Handshake {
+                        self.counters.send_errors += 1;
+                    }
+                    return Outcome::Fine;
+                };
+                let Err(e) = sock.send_to(data, to) else {
+                    return Outcome::Fine;
+                };
+                match udp::classify_on(sock, &e) {
+                    ErrorKind::WouldBlock => self.counters.send_would_block += 1,
+                    ErrorKind::Datagram => self.counters.send_errors += 1,
+                    ErrorKind::Path => {
+                        self.counters.send_errors += 1;
+                        return Outcome::PathError;
+                    }
+                    ErrorKind::Socket => {
+                        self.counters.send_errors += 1;
+                        self.fail(now, format!("send: {e}"));
+                        return Outcome::Failed;
+                    }
+                }
+                Outcome::Fine
+            }
+        }
+    }
+
+    /// Read what a UDP path's socket has into `batch`.
+    pub(super) fn recv_batch(&mut self, now: Instant, batch: &mut RecvBatch) -> Outcome {
+        let Carrier::Udp(u) = &mut self.carrier else {
+            batch.clear();
+            return Outcome::Fine;
+        };
+        match u.recv_batch(batch) {
+            Ok(()) => Outcome::Fine,
+            Err((ErrorKind::Socket, e)) => {
+                self.counters.recv_errors += 1;
+                self.fail(now, format!("receive: {e}"));
+                Outcome::Failed
+            }
+            Err(_) => {
+                self.counters.recv_errors += 1;
+                Outcome::PathError
+            }
+        }
+    }
+
+    /// The `io` entry of `status` for this path.
+    pub(super) fn io_json(&self, now: Instant, ep: &Endpoint) -> Value {
+        let emu_dropped = ep.emulated(self.id);
+        let mut counters = self.counters;
+        counters.emu_dropped = emu_dropped.unwrap_or(0);
+        let mut v = json!({
+            "id": self.id.0,
+            "name": self.name,
+            "error": self.last_error,
+            "emulated": emu_dropped.is_some(),
+            "counters": counters,
+        });
+        match &self.carrier {
+            Carrier::Udp(u) => {
+                v["kind"] = "udp".into();
+                v["local"] = u.local.to_string().into();
+                v["bound"] = json!(u.uplink.bound.map(|a| a.to_string()));
+                v["remote"] = json!(ep.remote(self.id).map(|a| a.to_string()));
+                v["remote_config"] = u.uplink.target.to_string().into();
+                v["resolving"] = self.resolving().into();
+                v["dev"] = json!(u.dev);
+                v["socket"] = if u.sock.is_some() { "open" } else { "closed" }.into();
+            }
+            Carrier::Serial(s) => {
+                v["kind"] = "serial".into();
+                v["serial"] = s.json(now);
+            }
+        }
+        v
+    }
+
+    /// Where the path goes, for the start-up log.
+    pub(super) fn describe(&self) -> String {
+        match &self.carrier {
+            Carrier::Udp(u) => format!(
+                "{} -> {}{}",
+                u.local,
+                u.uplink.target,
+                u.dev
+                    .as_ref()
+                    .map(|d| format!(" dev {d}"))
+                    .unwrap_or_default()
+            ),
+            Carrier::Serial(s) => format!(
+                "{} at {} bd, {}, mtu {}",
+                s.cfg.device.display(),
+                s.cfg.baud,
+                s.cfg.framing,
+                s.cfg.mtu
+            ),
+        }
+    }
+}

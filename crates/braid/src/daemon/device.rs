@@ -1,0 +1,65 @@
+//! The bond's interface as the loop sees it: a packet device it reads IP packets from and
+//! writes IP packets to. The TUN in `braid up`; in the tests, one end of a datagram
+//! socket pair ([`PacketPipe`]), so the whole loop runs without root.
+
+use std::fmt::Debug;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+
+use crate::sys::tun::Tun;
+
+/// A packet device: one IP packet per read or write, non-blocking, pollable.
+pub trait Device: Debug {
+    /// Read one packet into `buf` (WouldBlock when there is none).
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Write one packet.
+    fn write(&self, packet: &[u8]) -> io::Result<usize>;
+    /// The fd to poll for reading.
+    fn fd(&self) -> RawFd;
+}
+
+impl Device for Tun {
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        Tun::read(self, buf)
+    }
+
+    fn write(&self, packet: &[u8]) -> io::Result<usize> {
+        Tun::write(self, packet)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.as_raw_fd()
+    }
+}
+
+/// One end of a pair of connected datagram sockets standing in for a TUN: what is
+/// written to one end is read, packet by packet, from the other.
+#[derive(Debug)]
+pub struct PacketPipe {
+    sock: UnixDatagram,
+}
+
+impl PacketPipe {
+    /// Two connected ends, non-blocking.
+    pub fn pair() -> io::Result<(PacketPipe, PacketPipe)> {
+        let (a, b) = UnixDatagram::pair()?;
+        a.set_nonblocking(true)?;
+        b.set_nonblocking(true)?;
+        Ok((PacketPipe { sock: a }, PacketPipe { sock: b }))
+    }
+}
+
+impl Device for PacketPipe {
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.sock.recv(buf)
+    }
+
+    fn write(&self, packet: &[u8]) -> io::Result<usize> {
+        self.sock.send(packet)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
