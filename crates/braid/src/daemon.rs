@@ -36,7 +36,7 @@ mod serial;
 mod snapshot;
 mod uplink;
 use notices::Notices;
-pub use serial::{FrameCodec, SerialCounters, SerialPath};
+pub use serial::{SerialCounters, SerialPath};
 
 /// Most packets read from one fd per loop turn.
 pub const BATCH: usize = 64;

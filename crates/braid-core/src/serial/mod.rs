@@ -11,6 +11,7 @@
 //! Everything writes into caller-provided buffers; nothing panics on any input. See
 //! `docs/serial.md` for the byte layouts.
 
+pub mod codec;
 pub mod cslip;
 pub mod short;
 pub mod slip;
@@ -19,6 +20,7 @@ pub mod slip6;
 use core::fmt;
 use core::str::FromStr;
 
+pub use codec::{is_compressible, CodecCounters, FrameCodec};
 pub use cslip::{Compressor, CslipError, Decompressor, PacketType};
 
 /// Linux's default SLIP MTU (`SL_MTU`).
