@@ -46,7 +46,11 @@ fuzz_target!(|data: &[u8]| {
             got += 1;
         });
     }
-    assert_eq!(got, rx.counters().rx_frames, "every datagram handed on is counted");
+    assert_eq!(
+        got,
+        rx.counters().rx_frames,
+        "every datagram handed on is counted"
+    );
 
     // A round trip of datagrams cut from the same bytes.
     if framing == Framing::Cslip {
