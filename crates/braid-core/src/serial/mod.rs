@@ -7,13 +7,19 @@
 //! - [`short`]: the 7-byte short data header of bond lines;
 //! - [`codec`]: the [`FrameCodec`], one line's framing both ways (chosen by [`Framing`],
 //!   CSLIP and short-header state per line, an optional CRC-32, bond or `raw-ip` mode):
-//!   the one codec the daemon runs, the fuzz targets exercise and the interop tests check.
+//!   the one codec the daemon runs, the fuzz targets exercise and the interop tests check;
+//! - [`line`]: a serial line's end without IO ([`Line`]: codec, lanes, line clock, rate)
+//!   and the 8N1 arithmetic;
+//! - [`policy`]: what braid derives from a line's speed (its datagram rate, the ack delay,
+//!   the `[bond]` defaults for serial bonds).
 //!
 //! Everything writes into caller-provided buffers; nothing panics on any input. See
 //! `docs/serial.md` for the byte layouts.
 
 pub mod codec;
 pub mod cslip;
+pub mod line;
+pub mod policy;
 pub mod short;
 pub mod slip;
 pub mod slip6;
@@ -23,6 +29,8 @@ use core::str::FromStr;
 
 pub use codec::{is_compressible, CodecCounters, FrameCodec};
 pub use cslip::{Compressor, CslipError, Decompressor, PacketType};
+pub use line::{Line, LineConfig, LineCounters, LineStatus};
+pub use policy::{serial_ack_delay, serial_bps, SerialDefaults};
 
 /// Linux's default SLIP MTU (`SL_MTU`).
 pub const SL_MTU: usize = 296;

@@ -1,8 +1,7 @@
 //! Property tests across the framings and the line glue.
 
-use super::testutil::{Tcp, ACK, PSH, URG};
+use super::testutil::{data_datagram, Tcp, ACK, PSH, URG};
 use super::*;
-use crate::wire::{self, Header, MessageType, DATA_HEADER_LEN};
 use proptest::prelude::*;
 
 fn decode_chunks<F: FnMut(&[u8], &mut dyn FnMut(&[u8]))>(
@@ -15,19 +14,6 @@ fn decode_chunks<F: FnMut(&[u8], &mut dyn FnMut(&[u8]))>(
         feed(c, &mut |f: &[u8]| got.push(f.to_vec()));
     }
     got
-}
-
-/// A plaintext braid data datagram carrying `ip`.
-fn data_datagram(seq: u64, ip: &[u8]) -> Vec<u8> {
-    let mut d = vec![0u8; DATA_HEADER_LEN + ip.len()];
-    let h = Header {
-        path: 3,
-        timestamp: seq as u32 * 1000,
-    };
-    wire::emit_data_header_as(&h, MessageType::Data, seq, seq as u32, &mut d)
-        .expect("room for the header");
-    d[DATA_HEADER_LEN..].copy_from_slice(ip);
-    d
 }
 
 /// One step of a generated TCP conversation.
