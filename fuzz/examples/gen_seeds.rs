@@ -12,8 +12,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use braid_core::serial::{slip, slip6, Framing, LineEncoder};
-use braid_core::wire::{self, Ack, Header, Message};
+use braid_core::serial::{slip, slip6, FrameCodec, Framing};
+use braid_core::wire::{self, Ack, Header, Message, MessageType, DATA_HEADER_LEN};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -104,7 +104,13 @@ fn wire_seeds() {
                 payload: b"pinned",
             },
         ),
-        ("probe", Message::Probe { probe_seq: 9, epoch: Some(9) }),
+        (
+            "probe",
+            Message::Probe {
+                probe_seq: 9,
+                epoch: Some(9),
+            },
+        ),
         (
             "probe_ack",
             Message::ProbeAck {
@@ -131,7 +137,15 @@ fn wire_seeds() {
     }
     // A control message with trailing bytes, and a sealed (version 2) first byte.
     let mut probe = vec![0u8; wire::PROBE_LEN];
-    wire::emit(&h, &Message::Probe { probe_seq: 1, epoch: Some(1) }, &mut probe).expect("emit");
+    wire::emit(
+        &h,
+        &Message::Probe {
+            probe_seq: 1,
+            epoch: Some(1),
+        },
+        &mut probe,
+    )
+    .expect("emit");
     probe.extend_from_slice(b"future");
     put("wire", "probe_trailing", &probe);
     put("wire", "sealed_version", &[2, 0, 0, 0, 0, 0, 0, 1]);
@@ -210,20 +224,30 @@ fn serial_seeds() {
         noisy.extend_from_slice(&[0x30, 0x31, 0x00]);
         put(target, "noisy", &noisy);
     }
-    // cslip: the conversation through a CSLIP encoder, without and with the 20-byte
-    // prefix braid sends; and with a line error in the middle.
-    for (name, config, prefix) in [
-        ("conversation", 0u8, &[][..]),
-        ("prefixed", 1, &[0x5C; 20][..]),
-    ] {
-        let mut enc = LineEncoder::new(Framing::Cslip);
-        let mut line = vec![config | (16 << 2), 11];
-        for p in &packets {
-            enc.encode_prefixed(prefix, p, &mut line);
-        }
-        put("cslip", name, &line);
+    // cslip: the conversation through the frame codec, in raw-ip mode (the packets
+    // alone) and in bond mode (braid data datagrams: the data header, full or short, in
+    // front of each compressed packet); and with a line error in the middle.
+    let mut raw = FrameCodec::raw_ip(Framing::Cslip, 1500);
+    let mut line = vec![16 << 2, 11];
+    for p in &packets {
+        raw.encode(p, &mut line);
     }
-    let mut enc = LineEncoder::new(Framing::Cslip);
+    put("cslip", "conversation", &line);
+    let mut bond = FrameCodec::new(Framing::Cslip, 1500);
+    let mut line = vec![1u8 | (16 << 2), 11];
+    for (k, p) in packets.iter().enumerate() {
+        let mut d = vec![0u8; DATA_HEADER_LEN + p.len()];
+        let h = Header {
+            path: 1,
+            timestamp: k as u32 * 1000,
+        };
+        wire::emit_data_header_as(&h, MessageType::Data, k as u64, k as u32, &mut d)
+            .expect("room for the header");
+        d[DATA_HEADER_LEN..].copy_from_slice(p);
+        bond.encode(&d, &mut line);
+    }
+    put("cslip", "prefixed", &line);
+    let mut enc = FrameCodec::raw_ip(Framing::Cslip, 1500);
     let mut line = vec![2u8 | (16 << 2), 255];
     for (i, p) in packets.iter().enumerate() {
         enc.encode(p, &mut line);

@@ -1,9 +1,10 @@
-//! The CSLIP decompressor (`serial::cslip::Decompressor`), on its own and behind the SLIP
-//! deframer in a CSLIP `LineDecoder` with line noise.
+//! The CSLIP decompressor (`serial::cslip::Decompressor`), on its own and inside the
+//! frame codec the daemon runs (`serial::FrameCodec`, CSLIP) with line noise.
 //!
-//! Input: a config byte (bit 0: a 20-byte opaque prefix per frame, as braid sends its data
-//! header; bit 1: line errors after 0x00 bytes; bits 2..: slot count), a chunk length,
-//! then line bytes. The same bytes, cut at every SLIP `END`, are also fed to a bare
+//! Input: a config byte (bit 0: bond mode, frames are braid datagrams whose data header,
+//! full or short, comes before the compressed packet; else `raw-ip`, frames are the
+//! compressed packets; bit 1: line errors after 0x00 bytes; bits 2..: slot count), a
+//! chunk length, then line bytes. The same bytes, cut at every SLIP `END`, are also fed to a bare
 //! decompressor as packets.
 //!
 //! Checks, per packet: the type reported is the one the first byte names; on error
@@ -11,12 +12,12 @@
 //! IP packet comes out unchanged; an uncompressed TCP packet comes out with its version
 //! and protocol bytes restored and a valid IP header checksum; a rebuilt compressed
 //! packet has a valid IP header checksum and a total length equal to its size (at most
-//! 65535). For the line decoder: chunking does not change the packets or the counters,
-//! and every packet is longer than the prefix.
+//! 65535). For the frame codec: chunking does not change the datagrams or the counters,
+//! every datagram has at least 3 bytes, and one `rx_frames` is counted per datagram.
 #![no_main]
 
 use braid_core::serial::cslip::{ip_checksum, CslipError, Decompressor, PacketType};
-use braid_core::serial::{Framing, LineDecoder};
+use braid_core::serial::{FrameCodec, Framing};
 use libfuzzer_sys::fuzz_target;
 
 fn check_packet(d: &mut Decompressor, frame: &[u8]) {
@@ -63,22 +64,27 @@ fn check_packet(d: &mut Decompressor, frame: &[u8]) {
     }
 }
 
-fn line(prefix: usize, bytes: &[u8], chunk: usize, errors: bool) -> (Vec<Vec<u8>>, String) {
-    let mut ld = LineDecoder::new(Framing::Cslip, 296).with_prefix_len(prefix);
+fn line(bond: bool, bytes: &[u8], chunk: usize, errors: bool) -> (Vec<Vec<u8>>, String) {
+    let mut codec = if bond {
+        FrameCodec::new(Framing::Cslip, 296)
+    } else {
+        FrameCodec::raw_ip(Framing::Cslip, 296)
+    };
     let mut got = Vec::new();
     for piece in bytes.split_inclusive(|&b| b == 0) {
         for part in piece.chunks(chunk.max(1)) {
-            ld.decode(part, &mut |p| got.push(p.to_vec()));
+            codec.decode(part, &mut |p| got.push(p.to_vec()));
         }
         if errors && piece.last() == Some(&0) {
-            ld.line_error();
+            codec.line_error();
         }
     }
+    assert_eq!(codec.counters().rx_frames, got.len() as u64);
     let summary = format!(
         "{:?} {:?} {:?}",
-        ld.stats(),
-        ld.frame_stats(),
-        ld.decompressor().map(Decompressor::stats)
+        codec.counters(),
+        codec.frame_stats(),
+        codec.decompressor().map(Decompressor::stats)
     );
     (got, summary)
 }
@@ -87,7 +93,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let prefix = if data[0] & 1 != 0 { 20 } else { 0 };
+    let bond = data[0] & 1 != 0;
     let errors = data[0] & 2 != 0;
     let slots = data[0] >> 2;
     let chunk = usize::from(data[1]);
@@ -98,14 +104,11 @@ fuzz_target!(|data: &[u8]| {
         check_packet(&mut d, frame);
     }
 
-    let (whole, s1) = line(prefix, bytes, usize::MAX, errors);
-    let (chunked, s2) = line(prefix, bytes, chunk, errors);
-    assert_eq!(whole, chunked, "chunking changed the packets");
+    let (whole, s1) = line(bond, bytes, usize::MAX, errors);
+    let (chunked, s2) = line(bond, bytes, chunk, errors);
+    assert_eq!(whole, chunked, "chunking changed the datagrams");
     assert_eq!(s1, s2, "chunking changed the counters");
     for p in &whole {
-        assert!(
-            p.len() > prefix,
-            "a packet is its prefix and a non-empty body"
-        );
+        assert!(p.len() >= 3, "a datagram of {} bytes", p.len());
     }
 });

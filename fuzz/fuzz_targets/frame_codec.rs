@@ -1,4 +1,4 @@
-//! The serial frame codec the daemon runs (`braid::daemon::FrameCodec`: SLIP, SLIP6 or
+//! The serial frame codec the daemon runs (`braid_core::serial::FrameCodec`: SLIP, SLIP6 or
 //! CSLIP framing, the short data header, bond or `raw-ip` mode).
 //!
 //! Input: a config byte (framing, mode, CRC, chunk length), then line bytes. Checks:
@@ -8,8 +8,7 @@
 //!   in bond mode) come out of a fresh codec exactly as they went into another.
 #![no_main]
 
-use braid::daemon::{FrameCodec, SerialCounters};
-use braid_core::serial::Framing;
+use braid_core::serial::{FrameCodec, Framing};
 use braid_core::wire::{self, Header, MessageType, DATA_HEADER_LEN};
 use libfuzzer_sys::fuzz_target;
 
@@ -40,15 +39,18 @@ fuzz_target!(|data: &[u8]| {
 
     // Any line bytes.
     let mut rx = fresh();
-    let mut c = SerialCounters::default();
     let mut got = 0u64;
     for piece in rest.chunks(chunk) {
-        rx.decode(piece, &mut c, &mut |d: &[u8]| {
+        rx.decode(piece, &mut |d: &[u8]| {
             assert!(d.len() <= 2 * MTU + 128, "datagram of {} bytes", d.len());
             got += 1;
         });
     }
-    assert_eq!(got, c.rx_frames, "every datagram handed on is counted");
+    assert_eq!(
+        got,
+        rx.counters().rx_frames,
+        "every datagram handed on is counted"
+    );
 
     // A round trip of datagrams cut from the same bytes.
     if framing == Framing::Cslip {
@@ -78,10 +80,9 @@ fuzz_target!(|data: &[u8]| {
         sent.push(datagram);
     }
     let mut rx = fresh();
-    let mut c = SerialCounters::default();
     let mut back = Vec::new();
     for piece in line.chunks(chunk) {
-        rx.decode(piece, &mut c, &mut |d: &[u8]| back.push(d.to_vec()));
+        rx.decode(piece, &mut |d: &[u8]| back.push(d.to_vec()));
     }
     // SLIP drops runts (fewer than 3 bytes), as the kernel's slip.c does.
     let expected: Vec<Vec<u8>> = sent.into_iter().filter(|d| d.len() >= 3).collect();

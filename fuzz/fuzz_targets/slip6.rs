@@ -1,4 +1,4 @@
-//! The streaming SLIP6 decoder (`serial::slip6::Decoder`) and a SLIP6 `LineDecoder`.
+//! The streaming SLIP6 decoder (`serial::slip6::Decoder`) and a SLIP6 `FrameCodec` (raw-ip).
 //!
 //! The checks of the `slip` target (chunking, frame sizes, counters, line decoder), and:
 //! bytes that are neither the delimiter nor a 6-bit digit are ignored, so removing them

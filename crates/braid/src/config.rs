@@ -18,6 +18,7 @@ use braid_core::path::HealthConfig;
 use braid_core::sched::active_backup::{Options, Reselect};
 use braid_core::sched::SchedulerConfig;
 use braid_core::serial::Framing;
+pub use braid_core::serial::{serial_ack_delay, serial_bps, SerialDefaults};
 use braid_core::wire::DATA_HEADER_LEN;
 use braid_core::PathId;
 use serde::Deserialize;
@@ -257,19 +258,6 @@ pub fn termios_baud(baud: u32) -> u32 {
         .unwrap_or(baud)
 }
 
-/// The datagram rate (bit/s) a serial line of `baud` carries with `framing` when every
-/// datagram is `datagram_len` bytes: 8N1 takes 10 bits per byte, SLIP adds two `END`s per
-/// frame and about one escape per 128 bytes, SLIP6 sends 4 characters per 3 bytes. CSLIP is
-/// counted as SLIP (the daemon measures what compression saves and raises the rate).
-pub fn serial_bps(baud: u32, framing: Framing, datagram_len: usize) -> u64 {
-    let d = datagram_len.max(1) as f64;
-    let line_bytes = match framing {
-        Framing::Slip | Framing::Cslip => d + 2.0 + d / 128.0,
-        Framing::Slip6 => (d * 4.0 / 3.0).ceil() + 2.0,
-    };
-    (f64::from(baud) / 10.0 * 8.0 * d / line_bytes) as u64
-}
-
 impl PathSettings {
     /// The UDP settings, if it is a UDP path.
     pub fn udp(&self) -> Option<&UdpSettings> {
@@ -311,73 +299,15 @@ impl PathSettings {
     }
 }
 
-/// How long a serial line's receiver holds its ack: two full frames' line time, and at
-/// least the time the line takes for 4000 bytes, so that acks (about 40 line bytes each)
-/// take at most 1 % of the line whatever the packets are (an ack per two 1400-byte
-/// frames at 115200 bd took 1.6 %, and the acks for the small packets of the other
-/// direction, TCP's own acks, go on the data's line); within 2..=500 ms.
-pub fn serial_ack_delay(baud: u32, mtu: usize) -> Duration {
-    let baud = u64::from(baud.max(1));
-    let frame_us = (mtu as u64 + 2) * 10 * 1_000_000 / baud;
-    let budget_us = 4000 * 10 * 1_000_000 / baud;
-    Duration::from_micros((2 * frame_us).max(budget_us))
-        .clamp(Duration::from_millis(2), Duration::from_millis(500))
-}
-
-/// `[bond]` defaults for a bond with serial lines in bond mode, from the slowest one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SerialDefaults {
-    /// `probe_interval_ms`: a probe and its answer (about 36 line bytes) take 1 % of the
-    /// slowest line, `36000000 / baud` ms, within 100..=10000 ms.
-    pub probe_interval: Duration,
-    /// `reorder_max_ms`: 20 full frames' line time of the slowest line (the queue, and
-    /// the line's own buffer, control frames and the frame on the wire besides), within
-    /// 200..=10000 ms. A packet on one line may arrive as much later than the next one on
-    /// another as the lines' queues differ; a shorter wait gives up on packets that are
-    /// only late and TCP retransmits them (waits of 1.49 s were seen with an 8-frame
-    /// queue at 115200 bd, MTU 900). Lost packets do not wait this long: once every line
-    /// has delivered a later one, a gap is given up.
-    pub reorder_max: Duration,
-    /// `queue_max_delay_ms`: 8 full frames' line time, within 100..=10000 ms. With 16,
-    /// CUBIC kept every line's queue full and the spread between lines beyond any
-    /// reorder wait (`docs/serial.md`); a drop costs a retransmission but no line time.
-    pub queue_max_delay: Duration,
-}
-
 /// [`SerialDefaults`] for `paths`, or `None` without a serial path in bond mode.
 pub fn serial_defaults(paths: &[PathSettings]) -> Option<SerialDefaults> {
-    let lines = paths
-        .iter()
-        .filter_map(PathSettings::serial)
-        .filter(|s| s.mode == SerialMode::Bond);
-    let slowest_frame_us = lines
-        .clone()
-        .map(|s| frame_micros(s.baud, s.mtu as u64 + 2))
-        .max()?;
-    let min_baud = lines.map(|s| s.baud).min()?;
-    Some(SerialDefaults::from_frame(min_baud, slowest_frame_us))
-}
-
-/// Line time of `bytes` at `baud` with 8N1 framing (10 bits a byte), µs.
-fn frame_micros(baud: u32, bytes: u64) -> u64 {
-    bytes * 10 * 1_000_000 / u64::from(baud.max(1))
-}
-
-impl SerialDefaults {
-    /// The defaults for lines of `baud` carrying frames of `frame_bytes` line bytes (the
-    /// lab's tables, whose TCP segments are smaller than the line's MTU, use this).
-    pub fn for_line(baud: u32, frame_bytes: u64) -> Self {
-        Self::from_frame(baud, frame_micros(baud, frame_bytes))
-    }
-
-    fn from_frame(min_baud: u32, frame_us: u64) -> Self {
-        let ms = |x: u64, lo: u64| Duration::from_millis(x.clamp(lo, 10_000));
-        SerialDefaults {
-            probe_interval: ms(36_000_000 / u64::from(min_baud.max(1)), 100),
-            reorder_max: ms(20 * frame_us / 1000, 200),
-            queue_max_delay: ms(8 * frame_us / 1000, 100),
-        }
-    }
+    SerialDefaults::for_lines(
+        paths
+            .iter()
+            .filter_map(PathSettings::serial)
+            .filter(|s| s.mode == SerialMode::Bond)
+            .map(|s| (s.baud, s.mtu)),
+    )
 }
 
 /// The core's [`PathConfig`] for a path of that name, speed and priority.

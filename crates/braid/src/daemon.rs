@@ -37,7 +37,7 @@ mod uplink;
 pub use carrier::{Carrier, IoCounters, PathIo, RecvBatch, UdpIo};
 pub use device::{Device, PacketPipe};
 use notices::Notices;
-pub use serial::{FrameCodec, SerialCounters, SerialPath};
+pub use serial::{SerialCounters, SerialPath};
 
 /// Most packets read from one fd per loop turn.
 pub const BATCH: usize = 64;

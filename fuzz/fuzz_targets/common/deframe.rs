@@ -1,7 +1,7 @@
 //! Shared by the `slip` and `slip6` targets: drive a streaming deframer and check it.
 
 use braid_core::serial::slip::DecoderStats;
-use braid_core::serial::{slip, slip6, DropReason, Event, Framing, LineDecoder};
+use braid_core::serial::{slip, slip6, DropReason, Event, FrameCodec, Framing};
 
 /// One decoder event, owned.
 #[derive(Debug, PartialEq, Eq, Clone)]
@@ -124,13 +124,15 @@ pub fn check<D: Deframer>(data: &[u8]) -> Option<(Vec<Ev>, usize, bool)> {
         assert_eq!(stats.line_errors, 0);
     }
 
-    // A line decoder without a prefix passes the deframer's frames through.
+    // The frame codec the daemon runs, in raw-ip mode (a classic SLIP peer's frames),
+    // passes the deframer's frames through.
     if max_frame == 1152 && !errors {
-        let mut ld = LineDecoder::new(D::FRAMING, 296);
+        let mut codec = FrameCodec::raw_ip(D::FRAMING, 296);
         let mut got = Vec::new();
-        ld.decode(line, &mut |p| got.push(p.to_vec()));
+        codec.decode(line, &mut |p| got.push(p.to_vec()));
         assert_eq!(got, frames);
-        assert_eq!(ld.stats().packets, got.len() as u64);
+        assert_eq!(codec.counters().rx_frames, got.len() as u64);
+        assert_eq!(codec.frame_stats(), stats);
     }
     Some((whole, max_frame, errors))
 }

@@ -4,14 +4,22 @@
 //! - [`slip`]: `encode` and a streaming [`slip::Decoder`];
 //! - [`slip6`]: the 6-bit printable variant;
 //! - [`cslip`]: the VJ [`cslip::Compressor`] and [`cslip::Decompressor`];
-//! - [`LineEncoder`] / [`LineDecoder`]: one line's framing chosen by [`Framing`], with
-//!   CSLIP state per line. Both can keep an opaque prefix (braid's data header) in front
-//!   of the IP packet: only the IP packet after it is compressed.
+//! - [`short`]: the 7-byte short data header of bond lines;
+//! - [`codec`]: the [`FrameCodec`], one line's framing both ways (chosen by [`Framing`],
+//!   CSLIP and short-header state per line, an optional CRC-32, bond or `raw-ip` mode):
+//!   the one codec the daemon runs, the fuzz targets exercise and the interop tests check;
+//! - [`line`]: a serial line's end without IO ([`Line`]: codec, lanes, line clock, rate)
+//!   and the 8N1 arithmetic;
+//! - [`policy`]: what braid derives from a line's speed (its datagram rate, the ack delay,
+//!   the `[bond]` defaults for serial bonds).
 //!
 //! Everything writes into caller-provided buffers; nothing panics on any input. See
 //! `docs/serial.md` for the byte layouts.
 
+pub mod codec;
 pub mod cslip;
+pub mod line;
+pub mod policy;
 pub mod short;
 pub mod slip;
 pub mod slip6;
@@ -19,7 +27,10 @@ pub mod slip6;
 use core::fmt;
 use core::str::FromStr;
 
+pub use codec::{is_compressible, CodecCounters, FrameCodec};
 pub use cslip::{Compressor, CslipError, Decompressor, PacketType};
+pub use line::{Line, LineConfig, LineCounters, LineStatus};
+pub use policy::{serial_ack_delay, serial_bps, SerialDefaults};
 
 /// Linux's default SLIP MTU (`SL_MTU`).
 pub const SL_MTU: usize = 296;
@@ -168,188 +179,6 @@ impl FromStr for Framing {
             "slip6" => Ok(Framing::Slip6),
             "cslip" => Ok(Framing::Cslip),
             other => Err(UnknownFraming(other.to_string())),
-        }
-    }
-}
-
-/// The sending side of one line: (for CSLIP) compress, then frame.
-#[derive(Clone, Debug)]
-pub struct LineEncoder {
-    framing: Framing,
-    compressor: Option<Compressor>,
-    scratch: Vec<u8>,
-}
-
-impl LineEncoder {
-    /// An encoder for `framing`; CSLIP gets 16 slots as slip.c.
-    pub fn new(framing: Framing) -> Self {
-        LineEncoder {
-            framing,
-            compressor: (framing == Framing::Cslip).then(Compressor::default),
-            scratch: Vec::new(),
-        }
-    }
-
-    /// The framing.
-    pub fn framing(&self) -> Framing {
-        self.framing
-    }
-
-    /// The CSLIP compressor, if any.
-    pub fn compressor(&self) -> Option<&Compressor> {
-        self.compressor.as_ref()
-    }
-
-    /// Appends the line bytes for one packet to `out` (for CSLIP the packet is an IPv4
-    /// packet, compressed if it can be). Returns the CSLIP type, `None` for SLIP/SLIP6.
-    pub fn encode(&mut self, packet: &[u8], out: &mut Vec<u8>) -> Option<PacketType> {
-        self.encode_prefixed(&[], packet, out)
-    }
-
-    /// Appends the line bytes for one frame holding `prefix` (opaque, sent as it is) and
-    /// then `ip_packet` (compressed for CSLIP).
-    pub fn encode_prefixed(
-        &mut self,
-        prefix: &[u8],
-        ip_packet: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Option<PacketType> {
-        self.scratch.clear();
-        self.scratch.extend_from_slice(prefix);
-        let ty = match &mut self.compressor {
-            Some(c) => Some(c.compress(ip_packet, &mut self.scratch)),
-            None => {
-                self.scratch.extend_from_slice(ip_packet);
-                None
-            }
-        };
-        match self.framing {
-            Framing::Slip | Framing::Cslip => slip::encode(&self.scratch, out),
-            Framing::Slip6 => slip6::encode(&self.scratch, out),
-        }
-        ty
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Deframer {
-    Slip(slip::Decoder),
-    Slip6(slip6::Decoder),
-}
-
-/// Counters of a [`LineDecoder`] beyond its deframer's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LineStats {
-    /// Packets delivered.
-    pub packets: u64,
-    /// Frames shorter than the prefix.
-    pub short_frames: u64,
-    /// Frames the decompressor refused (including tossed ones).
-    pub cslip_errors: u64,
-}
-
-/// The receiving side of one line: deframe, then (for CSLIP) decompress. A dropped frame
-/// makes the decompressor toss until an explicit connection id arrives.
-#[derive(Clone, Debug)]
-pub struct LineDecoder {
-    deframer: Deframer,
-    decompressor: Option<Decompressor>,
-    prefix_len: usize,
-    scratch: Vec<u8>,
-    stats: LineStats,
-}
-
-impl LineDecoder {
-    /// A decoder for `framing` on a line of this MTU (the frame limit is
-    /// [`max_frame_for_mtu`]).
-    pub fn new(framing: Framing, mtu: usize) -> Self {
-        let deframer = match framing {
-            Framing::Slip | Framing::Cslip => Deframer::Slip(slip::Decoder::new(mtu)),
-            Framing::Slip6 => Deframer::Slip6(slip6::Decoder::new(mtu)),
-        };
-        LineDecoder {
-            deframer,
-            decompressor: (framing == Framing::Cslip).then(Decompressor::default),
-            prefix_len: 0,
-            scratch: Vec::new(),
-            stats: LineStats::default(),
-        }
-    }
-
-    /// Frames start with `n` opaque bytes that are passed through; only what follows is
-    /// decompressed. Frames shorter than `n` are dropped.
-    pub fn with_prefix_len(mut self, n: usize) -> Self {
-        self.prefix_len = n;
-        self
-    }
-
-    /// Deframer counters.
-    pub fn frame_stats(&self) -> slip::DecoderStats {
-        match &self.deframer {
-            Deframer::Slip(d) => d.stats(),
-            Deframer::Slip6(d) => d.stats(),
-        }
-    }
-
-    /// Line-level counters.
-    pub fn stats(&self) -> LineStats {
-        self.stats
-    }
-
-    /// The CSLIP decompressor, if any.
-    pub fn decompressor(&self) -> Option<&Decompressor> {
-        self.decompressor.as_ref()
-    }
-
-    /// The tty reported an error on a byte: the current frame will be dropped.
-    pub fn line_error(&mut self) {
-        match &mut self.deframer {
-            Deframer::Slip(d) => d.line_error(),
-            Deframer::Slip6(d) => d.line_error(),
-        }
-    }
-
-    /// Decodes line bytes, calling `on_packet` with each packet (prefix included).
-    pub fn decode(&mut self, input: &[u8], on_packet: &mut impl FnMut(&[u8])) {
-        let decomp = &mut self.decompressor;
-        let scratch = &mut self.scratch;
-        let stats = &mut self.stats;
-        let prefix_len = self.prefix_len;
-        let mut on_event = |ev: Event<'_>| match ev {
-            Event::Dropped(_) => {
-                if let Some(d) = decomp.as_mut() {
-                    d.toss();
-                }
-            }
-            Event::Frame(f) => {
-                let Some(d) = decomp.as_mut() else {
-                    if f.len() < prefix_len {
-                        stats.short_frames += 1;
-                    } else {
-                        stats.packets += 1;
-                        on_packet(f);
-                    }
-                    return;
-                };
-                let (Some(prefix), Some(body)) = (f.get(..prefix_len), f.get(prefix_len..)) else {
-                    stats.short_frames += 1;
-                    d.toss();
-                    return;
-                };
-                scratch.clear();
-                scratch.extend_from_slice(prefix);
-                match d.decompress(body, scratch) {
-                    Ok(_) => {
-                        stats.packets += 1;
-                        on_packet(scratch);
-                    }
-                    Err(_) => stats.cslip_errors += 1,
-                }
-            }
-        };
-        match &mut self.deframer {
-            Deframer::Slip(d) => d.decode_events(input, &mut on_event),
-            Deframer::Slip6(d) => d.decode_events(input, &mut on_event),
         }
     }
 }

@@ -1,6 +1,36 @@
-//! Test helpers: IPv4/TCP packet builder.
+//! Test helpers: IPv4/TCP packet builder, braid datagrams.
 
 use super::cslip::ip_checksum;
+use crate::wire::{self, Header, Message, MessageType, DATA_HEADER_LEN};
+
+/// A plaintext braid data datagram carrying `ip`.
+pub(crate) fn data_datagram(seq: u64, ip: &[u8]) -> Vec<u8> {
+    let mut d = vec![0u8; DATA_HEADER_LEN + ip.len()];
+    let h = Header {
+        path: 3,
+        timestamp: seq as u32 * 1000,
+    };
+    wire::emit_data_header_as(&h, MessageType::Data, seq, seq as u32, &mut d)
+        .expect("room for the header");
+    d[DATA_HEADER_LEN..].copy_from_slice(ip);
+    d
+}
+
+/// A braid probe datagram (a control message).
+pub(crate) fn probe_datagram(probe_seq: u32) -> Vec<u8> {
+    let mut d = vec![0u8; 64];
+    let h = Header {
+        path: 1,
+        timestamp: 5,
+    };
+    let msg = Message::Probe {
+        probe_seq,
+        epoch: Some(1),
+    };
+    let n = wire::emit(&h, &msg, &mut d).expect("room for a probe");
+    d.truncate(n);
+    d
+}
 
 pub(crate) const FIN: u8 = 0x01;
 pub(crate) const SYN: u8 = 0x02;

@@ -46,8 +46,8 @@ pub(super) fn raw_ip_status(v: &mut Value, paths: &[PathIo], rx_not_ip: u64) {
         if let Carrier::Serial(s) = &p.carrier {
             ps["state"] = if s.is_open() { "up" } else { "down" }.into();
             ps["mode"] = "raw-ip".into();
-            ps["tx_packets"] = s.counters.tx_frames.into();
-            ps["rx_packets"] = s.counters.rx_frames.into();
+            ps["tx_packets"] = s.counters().tx_frames.into();
+            ps["rx_packets"] = s.counters().rx_frames.into();
         }
     }
 }

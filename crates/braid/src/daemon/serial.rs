@@ -1,351 +1,66 @@
-//! A serial path's IO: braid datagrams framed with SLIP, SLIP6 or CSLIP on a tty, written
-//! at the line's pace by the daemon's clock, and frames read back into datagrams.
+//! A serial path's IO: the tty around the core's line model
+//! ([`braid_core::serial::Line`]: the frame codec, the two lanes, the line clock, the
+//! rate). The tty is opened, read, written and closed here; what to write when, and what
+//! the bytes read mean, is the line's (`docs/serial.md`).
 //!
-//! **Frames.** Every frame holds one braid datagram. A data datagram (version 1, type
-//! Data or PinnedData, longer than its 20-byte header) travels with the 7-byte short
-//! header when it can (`braid_core::serial::short`) and, with CSLIP, its IP packet
-//! compressed behind it; every other datagram (probes, acks, sealed datagrams) travels as
-//! it is. The receiver tells them apart by the first bytes, which compression never
-//! touches (`docs/serial.md`). On a line without keys every frame ends in a CRC-32 of
-//! the bytes before it (as sent: short header, compressed packet), big-endian, so line
-//! noise is a counted drop (`rx_crc_errors`) rather than a wrong header or packet; a
-//! sealed datagram's tag does that job on a sealed line. In `raw-ip` mode a frame is one
-//! IP packet, nothing else.
-//! Control frames wait in a lane of their own and go before waiting data frames.
-//!
-//! **Pacing.** A pty takes ~20 KB before it blocks and TIOCOUTQ on it is always 0, and a
-//! UART's buffer would hide a queue from braid's scheduler just as well: so the writer
-//! keeps its own line clock (`line_free`: when the line will have sent everything written
-//! so far, at `baud / 10` bytes per second) and writes only while that is less than
-//! [`AHEAD`] in the future. Frames waiting for the line stay in this path's buffer, which
-//! is bounded ([`SerialPath::send`] refuses a frame beyond it, counted); the bond's pacer
-//! is held to the line's datagram rate ([`SerialPath::rate_update`]) so that buffer stays
-//! short.
-use std::collections::VecDeque;
+//! **Pacing.** The line offers bytes only while its own clock is less than
+//! [`braid_core::serial::line::AHEAD`] ahead of the line (a pty takes ~20 KB before it
+//! blocks and TIOCOUTQ on it is always 0, and a UART's buffer would hide a queue from
+//! braid's scheduler just as well); [`SerialPath::flush`] hands them to the tty. Frames
+//! waiting for the line are bounded ([`SerialPath::send`] refuses a frame beyond it,
+//! counted); the bond's pacer is held to the line's datagram rate
+//! ([`SerialPath::rate_update`]) so that buffer stays short.
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use braid_core::serial::short::{ShortRx, ShortTx, SHORT_HEADER_LEN};
-use braid_core::serial::{slip, slip6, Compressor, Decompressor, Event, Framing};
-use braid_core::wire::{MessageType, DATA_HEADER_LEN, VERSION};
+use braid_core::serial::{Line, LineConfig};
 use braid_core::Instant;
 use serde_json::{json, Value};
 
 use crate::config::{termios_baud, SerialMode, SerialSettings};
 use crate::sys::tty::Tty;
 
-/// How far ahead of the line the writer may be: bytes handed to the kernel that the line
-/// has not sent yet (by the writer's own clock).
-pub const AHEAD: Duration = Duration::from_millis(10);
-/// How often the path's rate is recomputed from what the line carried.
-pub const RATE_EVERY: Duration = Duration::from_millis(100);
-/// Backlog (line time of what is written ahead or waiting) above which the rate is
-/// lowered, on top of one full frame's line time ([`SerialPath::backlog_target`]): a
-/// frame just handed over is a frame time of backlog by itself (120 ms for 1400 bytes at
-/// 115200 bd), which is the line being busy, not a queue.
-pub const BACKLOG_TARGET: Duration = Duration::from_millis(30);
+/// Counters of a serial path (the line's).
+pub use braid_core::serial::LineCounters as SerialCounters;
 
-const NS_PER_S: u128 = 1_000_000_000;
-
-/// Counters of a serial path.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct SerialCounters {
-    /// Frames queued for the line.
-    pub tx_frames: u64,
-    /// Line bytes written to the tty.
-    pub tx_line_bytes: u64,
-    /// Datagrams not sent: the path's buffer was full.
-    pub tx_overflow: u64,
-    /// Datagrams not sent: the tty was closed.
-    pub tx_closed: u64,
-    /// Writes the tty refused (EAGAIN) although the line clock allowed them.
-    pub tx_would_block: u64,
-    /// Line bytes read.
-    pub rx_line_bytes: u64,
-    /// Frames read and handed to the bond.
-    pub rx_frames: u64,
-    /// Frames the deframer dropped (overrun, runt).
-    pub rx_bad_frames: u64,
-    /// Data frames the CSLIP decompressor refused (including tossed ones).
-    pub rx_cslip_errors: u64,
-    /// Frames whose CRC-32 did not match (line noise), on a line without keys.
-    pub rx_crc_errors: u64,
-    /// Short-header data frames dropped: no full header seen on the line yet.
-    pub rx_short_dropped: u64,
-}
-
-#[derive(Clone, Debug)]
-enum Deframer {
-    Slip(slip::Decoder),
-    Slip6(slip6::Decoder),
-}
-
-/// True when `datagram` is a braid data datagram with an IP packet after its header: the
-/// part CSLIP compresses.
-pub fn is_compressible(datagram: &[u8]) -> bool {
-    datagram.len() > DATA_HEADER_LEN
-        && datagram.first() == Some(&VERSION)
-        && matches!(
-            datagram.get(1).copied().map(MessageType::try_from),
-            Some(Ok(MessageType::Data | MessageType::PinnedData))
-        )
-}
-
-/// The framing state of one line, both ways, without IO: datagrams to line bytes and line
-/// bytes to datagrams.
-#[derive(Clone, Debug)]
-pub struct FrameCodec {
-    framing: Framing,
-    /// `raw-ip`: frames hold IP packets (CSLIP compresses all of each), not braid datagrams.
-    raw_ip: bool,
-    /// Frames end in a CRC-32.
-    crc: bool,
-    compressor: Option<Compressor>,
-    deframer: Deframer,
-    decompressor: Option<Decompressor>,
-    scratch: Vec<u8>,
-    short_tx: ShortTx,
-    short_rx: ShortRx,
-}
-
-impl FrameCodec {
-    /// Fresh state for a line of `framing` whose largest datagram is `mtu` bytes.
-    pub fn new(framing: Framing, mtu: usize) -> Self {
-        FrameCodec {
-            framing,
-            raw_ip: false,
-            crc: false,
-            compressor: (framing == Framing::Cslip).then(Compressor::default),
-            deframer: match framing {
-                Framing::Slip | Framing::Cslip => Deframer::Slip(slip::Decoder::new(mtu)),
-                Framing::Slip6 => Deframer::Slip6(slip6::Decoder::new(mtu)),
-            },
-            decompressor: (framing == Framing::Cslip).then(Decompressor::default),
-            scratch: Vec::with_capacity(mtu + 64),
-            short_tx: ShortTx::default(),
-            short_rx: ShortRx::default(),
-        }
-    }
-
-    /// Fresh state for a `raw-ip` line: every frame is one IP packet of at most `mtu`
-    /// bytes, as a classic SLIP/CSLIP/SLIP6 peer (Linux's slip driver) sends and expects.
-    pub fn raw_ip(framing: Framing, mtu: usize) -> Self {
-        FrameCodec {
-            raw_ip: true,
-            ..FrameCodec::new(framing, mtu)
-        }
-    }
-
-    /// The same codec with a CRC-32 at the end of every frame (a bond line without keys).
-    pub fn with_crc(self) -> Self {
-        FrameCodec { crc: true, ..self }
-    }
-
-    /// Append the line bytes of one datagram (`raw-ip`: one IP packet) to `out`. A
-    /// plaintext data datagram goes with the short header when it can
-    /// ([`braid_core::serial::short`]), its IP packet compressed with CSLIP.
-    pub fn encode(&mut self, datagram: &[u8], out: &mut Vec<u8>) {
-        if self.raw_ip {
-            return self.frame(&[], datagram, out);
-        }
-        if !is_compressible(datagram) {
-            // Control and sealed datagrams: as they are (a prefix is never compressed).
-            return self.frame(datagram, &[], out);
-        }
-        let (head, ip) = datagram.split_at(DATA_HEADER_LEN);
-        let mut short = [0u8; SHORT_HEADER_LEN];
-        let head = match self.short_tx.shorten(head, &mut short) {
-            Some(n) => short.get(..n).unwrap_or(head),
-            None => head,
-        };
-        self.frame(head, ip, out);
-    }
-
-    /// One frame: `prefix` as it is, then `ip` (compressed with CSLIP), then the CRC.
-    fn frame(&mut self, prefix: &[u8], ip: &[u8], out: &mut Vec<u8>) {
-        let f = &mut self.scratch;
-        f.clear();
-        f.extend_from_slice(prefix);
-        match &mut self.compressor {
-            Some(c) if !ip.is_empty() => {
-                c.compress(ip, f);
-            }
-            _ => f.extend_from_slice(ip),
-        }
-        if self.crc {
-            let crc = crc32fast::hash(f);
-            f.extend_from_slice(&crc.to_be_bytes());
-        }
-        match self.framing {
-            Framing::Slip | Framing::Cslip => slip::encode(f, out),
-            Framing::Slip6 => slip6::encode(f, out),
-        }
-    }
-
-    /// Decode line bytes; `on_datagram` gets each datagram. Counts drops in `c`.
-    pub fn decode(
-        &mut self,
-        input: &[u8],
-        c: &mut SerialCounters,
-        on_datagram: &mut impl FnMut(&[u8]),
-    ) {
-        let decomp = &mut self.decompressor;
-        let scratch = &mut self.scratch;
-        let raw_ip = self.raw_ip;
-        let crc = self.crc;
-        let short_rx = &mut self.short_rx;
-        let mut on_event = |ev: Event<'_>| match ev {
-            Event::Dropped(_) => {
-                c.rx_bad_frames += 1;
-                if let Some(d) = decomp.as_mut() {
-                    d.toss();
-                }
-            }
-            Event::Frame(f) => {
-                let f = if crc {
-                    match checked(f) {
-                        Some(f) => f,
-                        None => {
-                            // As a lost frame: CSLIP waits for an explicit connection id.
-                            c.rx_crc_errors += 1;
-                            if let Some(d) = decomp.as_mut() {
-                                d.toss();
-                            }
-                            return;
-                        }
-                    }
-                } else {
-                    f
-                };
-                // A data frame: its 20-byte header (as sent, or rebuilt from the short
-                // one) and the IP packet after it (CSLIP: decompressed).
-                let mut full = [0u8; DATA_HEADER_LEN];
-                let (head, body): (&[u8], &[u8]) = if raw_ip {
-                    (&[], f)
-                } else if ShortRx::is_short(f) {
-                    if short_rx.expand(f, &mut full).is_none() {
-                        c.rx_short_dropped += 1;
-                        return;
-                    }
-                    (&full, f.get(SHORT_HEADER_LEN..).unwrap_or(&[]))
-                } else if is_compressible(f) {
-                    let (head, body) = f.split_at(DATA_HEADER_LEN);
-                    short_rx.observe_full(head);
-                    (head, body)
-                } else {
-                    // Control, sealed: as it is.
-                    c.rx_frames += 1;
-                    on_datagram(f);
-                    return;
-                };
-                scratch.clear();
-                scratch.extend_from_slice(head);
-                match decomp.as_mut() {
-                    Some(d) => {
-                        if d.decompress(body, scratch).is_err() {
-                            c.rx_cslip_errors += 1;
-                            return;
-                        }
-                    }
-                    None => scratch.extend_from_slice(body),
-                }
-                c.rx_frames += 1;
-                on_datagram(scratch);
-            }
-        };
-        match &mut self.deframer {
-            Deframer::Slip(d) => d.decode_events(input, &mut on_event),
-            Deframer::Slip6(d) => d.decode_events(input, &mut on_event),
-        }
+/// The line model's settings for a path's.
+fn line_config(cfg: &SerialSettings) -> LineConfig {
+    LineConfig {
+        baud: cfg.baud,
+        framing: cfg.framing,
+        mtu: cfg.mtu,
+        raw_ip: cfg.mode == SerialMode::RawIp,
+        crc: cfg.mode == SerialMode::Bond && cfg.crc,
+        auto_bps: cfg.auto_bps,
     }
 }
 
-/// A frame's bytes before its CRC-32, if the CRC matches them.
-fn checked(frame: &[u8]) -> Option<&[u8]> {
-    let (body, crc) = frame.split_last_chunk::<4>()?;
-    (crc32fast::hash(body) == u32::from_be_bytes(*crc)).then_some(body)
-}
-
-/// The codec a line's settings call for.
-fn codec_for(cfg: &SerialSettings) -> FrameCodec {
-    match cfg.mode {
-        SerialMode::Bond if cfg.crc => FrameCodec::new(cfg.framing, cfg.mtu).with_crc(),
-        SerialMode::Bond => FrameCodec::new(cfg.framing, cfg.mtu),
-        SerialMode::RawIp => FrameCodec::raw_ip(cfg.framing, cfg.mtu),
-    }
-}
-
-/// One serial path: the tty (re-opened when it fails), the codec, the paced writer.
+/// One serial path: the tty (re-opened when it fails) and its line.
 #[derive(Debug)]
 pub struct SerialPath {
     /// The configured line.
     pub cfg: SerialSettings,
     tty: Option<Tty>,
-    codec: FrameCodec,
-    /// Line bytes of data frames waiting for the line (`out[out_start..]`).
-    out: Vec<u8>,
-    out_start: usize,
-    /// Line length of each data frame in `out` not yet started.
-    frame_lens: VecDeque<usize>,
-    /// Bytes left of the data frame being written (a control frame waits for its end).
-    frame_left: usize,
-    /// Control frames (probes, answers, acks, handshakes) waiting: they go before the
-    /// next data frame, so a probe's or an ack's delay is at most one frame time, not
-    /// the whole data backlog.
-    ctl: Vec<u8>,
-    ctl_start: usize,
-    /// Line clock: when everything written so far will have left, ns since start.
-    line_free_ns: u128,
-    /// Bound on `out`'s pending bytes.
-    max_pending: usize,
-    /// Rate measurement: data datagram bytes and all line bytes since the last update.
-    win_data: u64,
-    win_line: u64,
-    /// Smoothed data datagram bytes per line byte.
-    ratio: f64,
-    next_rate_update: Instant,
-    /// Counters.
-    pub counters: SerialCounters,
+    line: Line,
 }
 
 impl SerialPath {
     /// A serial path; the tty is opened by [`SerialPath::open`].
     pub fn new(cfg: SerialSettings, initial_bps: u64) -> SerialPath {
-        let bytes_per_s = (cfg.baud / 10).max(1) as usize;
-        let frame = cfg.framing.max_encoded_len(cfg.mtu) / 2 + cfg.mtu / 64;
-        let line_bps = f64::from(cfg.baud) * 0.8;
         SerialPath {
-            codec: codec_for(&cfg),
-            max_pending: (2 * frame).max(bytes_per_s / 2),
+            line: Line::new(line_config(&cfg), initial_bps),
             tty: None,
-            out: Vec::with_capacity(4096),
-            out_start: 0,
-            frame_lens: VecDeque::new(),
-            frame_left: 0,
-            ctl: Vec::with_capacity(256),
-            ctl_start: 0,
-            line_free_ns: 0,
-            win_data: 0,
-            win_line: 0,
-            ratio: if line_bps > 0.0 {
-                (initial_bps as f64 / line_bps).clamp(0.1, 10.0)
-            } else {
-                1.0
-            },
-            next_rate_update: Instant::ZERO,
-            counters: SerialCounters::default(),
             cfg,
         }
     }
 
-    /// Open the tty (raw 8N1 at [`termios_baud`]); the codec starts afresh (CSLIP: the
+    /// Open the tty (raw 8N1 at [`termios_baud`]); the line starts afresh (CSLIP: the
     /// peer's decompressor resynchronises on the next uncompressed packet).
     pub fn open(&mut self) -> io::Result<()> {
-        self.tty = None;
+        self.close();
         let tty = Tty::open(&self.cfg.device, termios_baud(self.cfg.baud))?;
-        self.codec = codec_for(&self.cfg);
-        self.clear_pending();
+        self.line.open();
         self.tty = Some(tty);
         Ok(())
     }
@@ -353,16 +68,7 @@ impl SerialPath {
     /// Close the tty (after an error); pending bytes are discarded.
     pub fn close(&mut self) {
         self.tty = None;
-        self.clear_pending();
-    }
-
-    fn clear_pending(&mut self) {
-        self.out.clear();
-        self.out_start = 0;
-        self.frame_lens.clear();
-        self.frame_left = 0;
-        self.ctl.clear();
-        self.ctl_start = 0;
+        self.line.close();
     }
 
     /// True for `mode = "raw-ip"`: frames carry the TUN's IP packets, not braid datagrams.
@@ -380,13 +86,14 @@ impl SerialPath {
         self.tty.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    fn pending(&self) -> usize {
-        self.out.len() - self.out_start + self.ctl.len() - self.ctl_start
+    /// The line model.
+    pub fn line(&self) -> &Line {
+        &self.line
     }
 
-    /// ns one byte takes on the line (10 bits).
-    fn byte_ns(&self) -> u128 {
-        10 * NS_PER_S / u128::from(self.cfg.baud.max(1))
+    /// The counters.
+    pub fn counters(&self) -> SerialCounters {
+        self.line.counters()
     }
 
     /// Frame one datagram for the line, behind the other data frames. False (counted)
@@ -398,47 +105,7 @@ impl SerialPath {
     /// Frame one datagram; a `control` one (probe, probe answer, ack, handshake) goes
     /// on the line before the data frames that wait (after the one being written).
     pub fn send_as(&mut self, datagram: &[u8], control: bool) -> bool {
-        if self.tty.is_none() {
-            self.counters.tx_closed += 1;
-            return false;
-        }
-        let need = self.cfg.framing.max_encoded_len(datagram.len()) / 2;
-        let limit = if control {
-            // Control frames are small; a bounded lane of their own.
-            self.max_pending / 2
-        } else {
-            self.max_pending
-        };
-        let queued = if control {
-            self.ctl.len() - self.ctl_start
-        } else {
-            self.out.len() - self.out_start
-        };
-        if queued + need > limit {
-            self.counters.tx_overflow += 1;
-            return false;
-        }
-        let (buf, start) = if control {
-            (&mut self.ctl, &mut self.ctl_start)
-        } else {
-            (&mut self.out, &mut self.out_start)
-        };
-        if *start > 0 && *start * 2 >= buf.len() {
-            buf.drain(..*start);
-            *start = 0;
-        }
-        let before = buf.len();
-        self.codec.encode(datagram, buf);
-        let line = buf.len() - before;
-        if !control {
-            self.frame_lens.push_back(line);
-        }
-        self.win_line += line as u64;
-        if is_compressible(datagram) {
-            self.win_data += datagram.len() as u64;
-        }
-        self.counters.tx_frames += 1;
-        true
+        self.line.send(datagram, control)
     }
 
     /// Write what the line clock allows. An error means the tty failed (closed already).
@@ -446,49 +113,17 @@ impl SerialPath {
         let Some(tty) = &mut self.tty else {
             return Ok(());
         };
-        let now_ns = u128::from(now.as_micros()) * 1000;
-        // An idle line banks no credit.
-        self.line_free_ns = self.line_free_ns.max(now_ns);
-        let ahead = AHEAD.as_nanos();
-        loop {
-            // Control frames go first, except into the middle of a data frame.
-            let control = self.frame_left == 0 && self.ctl_start < self.ctl.len();
-            if !control && self.frame_left == 0 {
-                match self.frame_lens.pop_front() {
-                    Some(n) => self.frame_left = n,
-                    None => break,
-                }
-            }
-            let (buf, start, left) = if control {
-                (&self.ctl, self.ctl_start, self.ctl.len() - self.ctl_start)
-            } else {
-                (&self.out, self.out_start, self.frame_left)
-            };
-            let room = (now_ns + ahead).saturating_sub(self.line_free_ns);
-            let n = usize::try_from(room * u128::from(self.cfg.baud) / (10 * NS_PER_S))
-                .unwrap_or(usize::MAX)
-                .min(left);
-            if n == 0 {
-                break;
-            }
-            let chunk = buf.get(start..start + n).unwrap_or(&[]);
+        while let Some(chunk) = self.line.poll_write(now) {
+            let offered = chunk.len();
             match tty.write(chunk) {
                 Ok(w) => {
-                    if control {
-                        self.ctl_start += w;
-                    } else {
-                        self.out_start += w;
-                        self.frame_left -= w.min(self.frame_left);
-                    }
-                    self.counters.tx_line_bytes += w as u64;
-                    // Exact in bits: w bytes take w·10/baud s.
-                    self.line_free_ns += w as u128 * 10 * NS_PER_S / u128::from(self.cfg.baud);
-                    if w < n {
+                    self.line.wrote(w);
+                    if w < offered {
                         break;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.counters.tx_would_block += 1;
+                    self.line.would_block();
                     break;
                 }
                 Err(e) => {
@@ -497,27 +132,12 @@ impl SerialPath {
                 }
             }
         }
-        if self.out_start == self.out.len() {
-            self.out.clear();
-            self.out_start = 0;
-        }
-        if self.ctl_start == self.ctl.len() {
-            self.ctl.clear();
-            self.ctl_start = 0;
-        }
         Ok(())
     }
 
     /// When the writer next has room (if it has bytes waiting).
     pub fn next_write(&self) -> Option<Instant> {
-        if self.tty.is_none() || self.pending() == 0 {
-            return None;
-        }
-        let ahead = AHEAD.as_nanos();
-        let at = (self.line_free_ns + (ahead / 2).max(self.byte_ns())).saturating_sub(ahead);
-        Some(Instant::from_micros(
-            u64::try_from(at.div_ceil(1000)).unwrap_or(u64::MAX / 4),
-        ))
+        self.line.next_write()
     }
 
     /// Read what the tty has (at most `batch` reads into `buf`) and hand each datagram to
@@ -534,9 +154,8 @@ impl SerialPath {
             };
             match tty.read(buf) {
                 Ok(n) => {
-                    self.counters.rx_line_bytes += n as u64;
                     if let Some(bytes) = buf.get(..n) {
-                        self.codec.decode(bytes, &mut self.counters, on_datagram);
+                        self.line.receive(bytes, on_datagram);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -550,53 +169,29 @@ impl SerialPath {
     }
 
     /// The data datagram rate (bit/s) the line can carry now, when it is time to
-    /// recompute it (every [`RATE_EVERY`]) and the path's `bps` is automatic: the line's
-    /// `baud / 10` bytes per second times the measured datagram bytes per line byte
-    /// (framing, escapes, compression, and the line time control frames take), lowered
-    /// while the backlog is above [`SerialPath::backlog_target`].
+    /// recompute it and the path's `bps` is automatic ([`Line::rate_update`]).
     pub fn rate_update(&mut self, now: Instant) -> Option<u64> {
-        if !self.cfg.auto_bps || self.is_raw_ip() || now < self.next_rate_update {
-            return None;
-        }
-        self.next_rate_update = now + RATE_EVERY;
-        if self.win_data > 0 && self.win_line > 0 {
-            let sample = self.win_data as f64 / self.win_line as f64;
-            self.ratio = 0.75 * self.ratio + 0.25 * sample;
-            self.win_data = 0;
-            self.win_line = 0;
-        } else if self.win_line > 4096 {
-            self.win_line = 0;
-        }
-        let backlog = self.backlog(now);
-        let over = backlog.saturating_sub(self.backlog_target()).as_secs_f64();
-        let factor = (1.0 - over * 2.0).clamp(0.5, 1.0);
-        let bps = f64::from(self.cfg.baud) * 0.8 * self.ratio * factor;
-        Some((bps as u64).max(1))
+        self.line.rate_update(now)
     }
 
-    /// [`BACKLOG_TARGET`] plus the line time of one frame of `mtu` bytes.
+    /// The backlog above which the rate is lowered ([`Line::backlog_target`]).
     pub fn backlog_target(&self) -> Duration {
-        let frame = self.cfg.framing.max_encoded_len(self.cfg.mtu) / 2 + self.cfg.mtu / 64;
-        BACKLOG_TARGET
-            + Duration::from_nanos(
-                u64::try_from(frame as u128 * self.byte_ns()).unwrap_or(u64::MAX),
-            )
+        self.line.backlog_target()
     }
 
     /// When [`SerialPath::rate_update`] next has something to say.
     pub fn next_rate_update(&self) -> Instant {
-        self.next_rate_update
+        self.line.next_rate_update()
     }
 
     /// Line time of everything written but not yet sent, plus what waits in the buffer.
     pub fn backlog(&self, now: Instant) -> Duration {
-        let now_ns = u128::from(now.as_micros()) * 1000;
-        let ns = self.line_free_ns.saturating_sub(now_ns) + self.pending() as u128 * self.byte_ns();
-        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+        self.line.backlog(now)
     }
 
     /// For `status`.
     pub fn json(&self, now: Instant) -> Value {
+        let s = self.line.status(now);
         json!({
             "device": self.cfg.device.display().to_string(),
             "baud": self.cfg.baud,
@@ -605,18 +200,10 @@ impl SerialPath {
             "mode": self.cfg.mode.as_str(),
             "mtu": self.cfg.mtu,
             "tty": if self.tty.is_some() { "open" } else { "closed" },
-            "backlog_ms": self.backlog(now).as_secs_f64() * 1000.0,
-            "datagram_per_line_byte": self.ratio,
-            "cslip_tx": self.codec.compressor.as_ref().map(|c| {
-                let s = c.stats();
-                json!({
-                    "nontcp": s.nontcp,
-                    "tcp": s.tcp,
-                    "uncompressed": s.uncompressed,
-                    "compressed": s.compressed,
-                })
-            }),
-            "counters": self.counters,
+            "backlog_ms": s.backlog_ms,
+            "datagram_per_line_byte": s.datagram_per_line_byte,
+            "cslip_tx": s.cslip_tx,
+            "counters": s.counters,
         })
     }
 }
@@ -626,7 +213,8 @@ mod tests {
     use std::io::Read;
 
     use braid_core::serial::cslip::ip_checksum;
-    use braid_core::wire::{self, Header, Message};
+    use braid_core::serial::{FrameCodec, Framing};
+    use braid_core::wire::{self, Header, Message, MessageType, DATA_HEADER_LEN};
 
     use super::*;
     use crate::sys::tty::open_pty;
@@ -685,226 +273,6 @@ mod tests {
         .unwrap();
         d.truncate(n);
         d
-    }
-
-    fn codec(framing: Framing, crc: bool) -> FrameCodec {
-        let c = FrameCodec::new(framing, 1420);
-        if crc {
-            c.with_crc()
-        } else {
-            c
-        }
-    }
-
-    fn round_trip(framing: Framing, crc: bool, datagrams: &[Vec<u8>]) -> (Vec<Vec<u8>>, usize) {
-        let (mut tx, mut rx) = (codec(framing, crc), codec(framing, crc));
-        let mut line = Vec::new();
-        for d in datagrams {
-            tx.encode(d, &mut line);
-        }
-        let mut got = Vec::new();
-        let mut c = SerialCounters::default();
-        // Any chunking works.
-        for chunk in line.chunks(7) {
-            rx.decode(chunk, &mut c, &mut |d| got.push(d.to_vec()));
-        }
-        assert_eq!(c.rx_frames as usize, got.len());
-        (got, line.len())
-    }
-
-    #[test]
-    fn data_and_control_frames_round_trip_in_every_framing() {
-        let mut ds = Vec::new();
-        for k in 0..20u32 {
-            ds.push(data(u64::from(k), &tcp(1000 + k * 500, 500)));
-            if k % 5 == 0 {
-                ds.push(probe());
-            }
-        }
-        ds.push(data(99, &[0x60, 1, 2, 3, 4])); // not IPv4: passes CSLIP as IP
-        for (framing, crc) in [Framing::Slip, Framing::Slip6, Framing::Cslip]
-            .into_iter()
-            .flat_map(|f| [(f, false), (f, true)])
-        {
-            let (got, line) = round_trip(framing, crc, &ds);
-            assert_eq!(got, ds, "{framing}");
-            // The CRC: 4 bytes a frame (5 with an escape now and then).
-            let line = if crc { line - 4 * ds.len() } else { line };
-            let raw: usize = ds.iter().map(Vec::len).sum();
-            // 19 of the 21 data datagrams go with the 7-byte short header (the first and
-            // the path_seq jump to 99 go full): 13 bytes less each.
-            let short = raw - 19 * 13;
-            match framing {
-                // 38 of 40 header bytes are compressed away for 19 of the 20 segments.
-                Framing::Cslip => assert!(line < short - 19 * 25, "{line} {raw}"),
-                Framing::Slip => assert!(line > short && line < raw, "{line} {raw}"),
-                Framing::Slip6 => assert!(line >= short * 4 / 3, "{line} {raw}"),
-            }
-        }
-    }
-
-    #[test]
-    fn control_frames_are_never_compressed() {
-        let p = probe();
-        assert!(!is_compressible(&p));
-        assert!(is_compressible(&data(1, &tcp(1, 10))));
-        assert!(!is_compressible(&data(1, &[])), "header only");
-        let mut sealed = data(1, &tcp(1, 10));
-        sealed[0] = wire::SEALED_VERSION;
-        assert!(!is_compressible(&sealed));
-        // On a CSLIP line a probe is a plain SLIP frame of the datagram.
-        let mut codec = FrameCodec::new(Framing::Cslip, 1420);
-        let mut line = Vec::new();
-        codec.encode(&p, &mut line);
-        let mut plain = Vec::new();
-        slip::encode(&p, &mut plain);
-        assert_eq!(line, plain);
-    }
-
-    #[test]
-    fn raw_ip_frames_are_the_ip_packets_alone() {
-        let pkts: Vec<Vec<u8>> = (0..10u32).map(|k| tcp(1000 + k * 300, 300)).collect();
-        for framing in [Framing::Slip, Framing::Slip6, Framing::Cslip] {
-            let mut tx = FrameCodec::raw_ip(framing, 1400);
-            let mut rx = FrameCodec::raw_ip(framing, 1400);
-            let mut line = Vec::new();
-            for p in &pkts {
-                tx.encode(p, &mut line);
-            }
-            // What a classic peer sends: the core's plain line codec, no prefix.
-            let mut classic = Vec::new();
-            let mut enc = braid_core::serial::LineEncoder::new(framing);
-            for p in &pkts {
-                enc.encode(p, &mut classic);
-            }
-            assert_eq!(line, classic, "{framing}");
-            let mut got = Vec::new();
-            let mut c = SerialCounters::default();
-            for chunk in line.chunks(5) {
-                rx.decode(chunk, &mut c, &mut |d| got.push(d.to_vec()));
-            }
-            assert_eq!(got, pkts, "{framing}");
-        }
-        // SLIP: exactly RFC 1055 of the packet, no braid header.
-        let mut tx = FrameCodec::raw_ip(Framing::Slip, 1400);
-        let mut line = Vec::new();
-        tx.encode(&[0x45, 0xC0, 0xDB, 1], &mut line);
-        assert_eq!(line, [0xC0, 0x45, 0xDB, 0xDC, 0xDB, 0xDD, 1, 0xC0]);
-    }
-
-    /// A frame with one bit flipped anywhere: with the CRC (a line without keys) it is
-    /// dropped and counted; without it, a flip in the header reaches the bond (review M4).
-    #[test]
-    fn a_crc_drops_frames_hit_by_line_noise() {
-        let d = data(7, &tcp(1, 200));
-        for (framing, crc) in [Framing::Slip, Framing::Cslip]
-            .into_iter()
-            .flat_map(|f| [(f, false), (f, true)])
-        {
-            let mut tx = codec(framing, crc);
-            let mut first = Vec::new();
-            tx.encode(&d, &mut first); // the full header: the flip goes into the second
-            let mut line = Vec::new();
-            tx.encode(&d, &mut line);
-            let mut got = Vec::new();
-            let mut delivered_wrong = 0;
-            let mut c = SerialCounters::default();
-            for bit in 8..(line.len() - 1) * 8 {
-                let (i, mut hit) = (bit / 8, line.clone());
-                hit[i] ^= 1 << (bit % 8);
-                let special = |b: u8| b == 0xC0 || b == 0xDB;
-                if special(line[i]) || special(hit[i]) || special(line[i - 1]) {
-                    continue; // an END or escape made or broken: SLIP's own failure modes
-                }
-                let mut rx = codec(framing, crc);
-                rx.decode(&first, &mut c, &mut |_| {});
-                rx.decode(&hit, &mut c, &mut |x| got.push(x.to_vec()));
-                delivered_wrong += got.drain(..).filter(|x| *x != d).count();
-            }
-            if crc {
-                assert_eq!(delivered_wrong, 0, "{framing}");
-                assert!(c.rx_crc_errors > 1000, "{framing}: {}", c.rx_crc_errors);
-            } else {
-                assert!(delivered_wrong > 100, "{framing}: {delivered_wrong}");
-            }
-        }
-    }
-
-    /// Random bit errors at 1e-4 on a line with the CRC: nothing wrong ever comes out,
-    /// and the line never stays stuck (a 370-byte frame is hit with probability 0.26;
-    /// a broken END loses two). With CSLIP a lost frame loses the ones after it until an
-    /// uncompressed one, which slhc sends when TCP retransmits: this stream never does.
-    #[test]
-    fn random_bit_errors_never_deliver_a_wrong_datagram() {
-        let ds: Vec<Vec<u8>> = (0..400u32)
-            .map(|k| data(u64::from(k), &tcp(k * 300, 300)))
-            .collect();
-        for framing in [Framing::Slip, Framing::Slip6, Framing::Cslip] {
-            let (mut tx, mut rx) = (codec(framing, true), codec(framing, true));
-            let mut line = Vec::new();
-            for d in &ds {
-                tx.encode(d, &mut line);
-            }
-            let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-            let mut flips = 0;
-            for b in &mut line {
-                for bit in 0..8 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    if x.is_multiple_of(10_000) {
-                        *b ^= 1 << bit;
-                        flips += 1;
-                    }
-                }
-            }
-            let mut c = SerialCounters::default();
-            let mut got = Vec::new();
-            rx.decode(&line, &mut c, &mut |d| got.push(d.to_vec()));
-            assert!(flips > 20, "{flips}");
-            assert!(
-                got.iter().all(|g| ds.contains(g)),
-                "{framing}: a wrong datagram"
-            );
-            assert!(got.len() < ds.len(), "{framing}: some frames were hit");
-            if framing != Framing::Cslip {
-                assert!(
-                    got.len() > ds.len() / 2,
-                    "{framing}: {} of {}",
-                    got.len(),
-                    ds.len()
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn noise_never_panics_and_the_line_resynchronises() {
-        let mut rx = FrameCodec::new(Framing::Cslip, 1420);
-        let mut c = SerialCounters::default();
-        let mut x: u32 = 12345;
-        let mut noise = vec![0u8; 5000];
-        for b in &mut noise {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            *b = (x >> 16) as u8;
-        }
-        rx.decode(&noise, &mut c, &mut |_| {});
-        // After the noise, a fresh sender's frames come through (the first is an
-        // UNCOMPRESSED_TCP, which ends the decompressor's tossing).
-        let mut tx = FrameCodec::new(Framing::Cslip, 1420);
-        let ds: Vec<Vec<u8>> = (0..5u32)
-            .map(|k| data(u64::from(k), &tcp(k * 100, 100)))
-            .collect();
-        let mut line = Vec::new();
-        for d in &ds {
-            tx.encode(d, &mut line);
-        }
-        let mut got = Vec::new();
-        rx.decode(&line, &mut c, &mut |d| got.push(d.to_vec()));
-        // The noise's tail and the first END make one garbage frame (SLIP has no
-        // checksum; the bond drops it); then every datagram.
-        assert!(got.len() <= ds.len() + 1, "{}", got.len());
-        assert!(got.ends_with(&ds));
     }
 
     fn settings(device: &std::path::Path, baud: u32) -> SerialSettings {
@@ -976,7 +344,7 @@ mod tests {
             1002 - 18 - n,
             "the rest, END bytes included"
         );
-        assert_eq!(p.counters.tx_line_bytes, 1002);
+        assert_eq!(p.counters().tx_line_bytes, 1002);
         assert_eq!(p.next_write(), None);
         // Idle: the next frame starts from now, not from the past.
         assert!(p.send(&[1, 2, 3]));
@@ -986,7 +354,7 @@ mod tests {
         assert!(p.send(&vec![0x11; 1400]));
         assert!(p.send(&vec![0x11; 1400]));
         assert!(!p.send(&vec![0x11; 1400]));
-        assert_eq!(p.counters.tx_overflow, 1);
+        assert_eq!(p.counters().tx_overflow, 1);
     }
 
     /// Everything the pty passes on, as bytes.
@@ -1022,10 +390,9 @@ mod tests {
         let line = drain_bytes(&mut master);
         let mut rx = FrameCodec::new(Framing::Slip, 1420);
         let mut got = Vec::new();
-        let mut c = SerialCounters::default();
-        rx.decode(&line, &mut c, &mut |d| got.push(d.to_vec()));
+        rx.decode(&line, &mut |d| got.push(d.to_vec()));
         assert_eq!(got, vec![d1, probe(), d2]);
-        assert_eq!(c.rx_bad_frames, 0);
+        assert_eq!(rx.counters().rx_bad_frames, 0);
         // The control lane is bounded on its own: a full data buffer does not stop it.
         let big = vec![0x11; 1400];
         while p.send(&big) {}
@@ -1055,8 +422,8 @@ mod tests {
                 assert!(
                     p.send(&data(u64::from(seq), &tcp(seq * 1000, 1000))),
                     "{round} {k} {:?} {}",
-                    p.counters,
-                    p.pending()
+                    p.counters(),
+                    p.line().pending()
                 );
             }
             // Let the line take it all (no backlog).
@@ -1096,6 +463,62 @@ mod tests {
         assert!(e.to_string().contains("/dev/braid-no-tty"), "{e}");
         assert!(!p.is_open());
         assert!(!p.send(&[1, 2, 3]));
-        assert_eq!(p.counters.tx_closed, 1);
+        assert_eq!(p.counters().tx_closed, 1);
+    }
+
+    /// `braid status --json` shows these names for a serial path (scripts read them).
+    #[test]
+    fn status_names_stay_as_they_were() {
+        let keys = |v: &Value| -> Vec<String> {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let cfg = SerialSettings {
+            framing: Framing::Cslip,
+            ..settings(std::path::Path::new("/dev/braid-no-tty"), 9600)
+        };
+        let v = SerialPath::new(cfg, 7000).json(at_ms(0));
+        assert_eq!(
+            keys(&v),
+            [
+                "backlog_ms",
+                "baud",
+                "counters",
+                "cslip_tx",
+                "datagram_per_line_byte",
+                "device",
+                "framing",
+                "mode",
+                "mtu",
+                "termios_baud",
+                "tty"
+            ]
+        );
+        assert_eq!(
+            keys(&v["counters"]),
+            [
+                "rx_bad_frames",
+                "rx_crc_errors",
+                "rx_cslip_errors",
+                "rx_frames",
+                "rx_line_bytes",
+                "rx_short_dropped",
+                "tx_closed",
+                "tx_frames",
+                "tx_line_bytes",
+                "tx_overflow",
+                "tx_would_block"
+            ]
+        );
+        assert_eq!(
+            keys(&v["cslip_tx"]),
+            ["compressed", "nontcp", "tcp", "uncompressed"]
+        );
+        assert_eq!(v["tty"], "closed");
+        assert_eq!(v["backlog_ms"], 0.0);
+        assert!(v["datagram_per_line_byte"].as_f64().is_some());
+        let slip = SerialPath::new(settings(std::path::Path::new("/x"), 9600), 7000);
+        assert!(slip.json(at_ms(0))["cslip_tx"].is_null());
     }
 }
