@@ -212,6 +212,20 @@ pub struct SerialSettings {
     pub crc: bool,
 }
 
+impl SerialSettings {
+    /// The core's line model settings for this line.
+    pub fn line_config(&self) -> braid_core::serial::LineConfig {
+        braid_core::serial::LineConfig {
+            baud: self.baud,
+            framing: self.framing,
+            mtu: self.mtu,
+            raw_ip: self.mode == SerialMode::RawIp,
+            crc: self.mode == SerialMode::Bond && self.crc,
+            auto_bps: self.auto_bps,
+        }
+    }
+}
+
 /// `mode` of a serial path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SerialMode {
@@ -281,7 +295,7 @@ impl PathSettings {
             Transport::Udp(u) => braid_core::endpoint::PathKind::Udp {
                 remote: u.remote.addr(),
             },
-            Transport::Serial(_) => braid_core::endpoint::PathKind::Line,
+            Transport::Serial(s) => braid_core::endpoint::PathKind::Line(s.line_config()),
         }
     }
 

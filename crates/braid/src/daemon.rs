@@ -92,15 +92,11 @@ pub struct Daemon {
     /// What a UDP path's socket has, read in one go.
     rx_batch: RecvBatch,
     tun_buf: Vec<u8>,
-    /// Scratch for opening what a serial line delivers (it decodes into its own buffer).
-    open_buf: Vec<u8>,
     pollfds: Vec<libc::pollfd>,
     tun_write_errors: u64,
-    /// `raw-ip`: the one path is a serial line carrying the TUN's packets as they are; the
-    /// bond is bypassed (nothing of it goes on the line).
+    /// `raw-ip`: the one path is a serial line carrying the TUN's packets as they are (the
+    /// endpoint bypasses the bond); `status` says so.
     raw_ip: bool,
-    /// `raw-ip`: frames from the line that were not IPv4/IPv6 packets.
-    rx_not_ip: u64,
     /// What runs: the config last loaded, with run-time enslave/emancipate/set (a reload
     /// makes the bond match the file again).
     applied: Config,
@@ -251,11 +247,9 @@ impl Daemon {
             rx_buf: vec![0; MAX_DATAGRAM],
             rx_batch: RecvBatch::new(BATCH, MAX_DATAGRAM),
             tun_buf: vec![0; MAX_DATAGRAM],
-            open_buf: Vec::with_capacity(MAX_DATAGRAM),
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             tun_write_errors: 0,
             raw_ip,
-            rx_not_ip: 0,
             applied: cfg.clone(),
             config_file: None,
             privileges,
@@ -400,12 +394,6 @@ impl Daemon {
             if !p.is_open() {
                 merge(Some(p.retry_at));
             }
-            if let Carrier::Serial(s) = &p.carrier {
-                merge(s.next_write());
-                if s.cfg.auto_bps {
-                    merge(Some(s.next_rate_update()));
-                }
-            }
         }
         next
     }
@@ -417,18 +405,8 @@ impl Daemon {
                 Ok(_) => continue,
                 Err(_) => break, // EAGAIN (or a transient error): next turn
             };
-            let Some(pkt) = self.tun_buf.get(..n) else {
-                continue;
-            };
-            if !self.raw_ip {
+            if let Some(pkt) = self.tun_buf.get(..n) {
                 self.ep.handle_tun_packet(now, pkt);
-                continue;
-            }
-            // raw-ip: the TUN's packets go to the line as they are.
-            if let Some(p) = self.paths.first_mut() {
-                if p.serial_mut().is_some_and(|s| !s.send(pkt)) {
-                    p.counters.send_would_block += 1;
-                }
             }
         }
     }
@@ -440,27 +418,11 @@ impl Daemon {
         let (ep, notices) = (&mut self.ep, &mut self.notices);
         let id = p.id;
         let name = p.name.clone();
-        if let Some(s) = p.serial_mut() {
-            let r = if s.is_raw_ip() {
-                // IP packets from a classic SLIP peer: straight to the TUN.
-                let (tun, tun_errors, not_ip) =
-                    (&self.tun, &mut self.tun_write_errors, &mut self.rx_not_ip);
-                s.read(&mut self.rx_buf, BATCH, &mut |pkt| {
-                    if !matches!(pkt.first().map(|b| b >> 4), Some(4 | 6)) {
-                        *not_ip += 1;
-                    } else if tun.write(pkt).is_err() {
-                        *tun_errors += 1;
-                    }
-                })
-            } else {
-                let scratch = &mut self.open_buf;
-                s.read(&mut self.rx_buf, BATCH, &mut |d| {
-                    scratch.clear();
-                    scratch.extend_from_slice(d);
-                    ep.handle_line_datagram(now, id, scratch);
-                    notices.after_incoming(now, &name, None, ep);
-                })
-            };
+        if let Carrier::Serial(s) = &mut p.carrier {
+            let r = s.read(&mut self.rx_buf, BATCH, &mut |bytes| {
+                ep.handle_line_bytes(now, id, bytes);
+                notices.after_incoming(now, &name, None, ep);
+            });
             if let Err(e) = r {
                 p.counters.recv_errors += 1;
                 ep.handle_path_error(now, id);
@@ -486,6 +448,7 @@ impl Daemon {
                 p.try_open(now);
             }
             p.check_uplink(now, &mut self.ep);
+            p.sync_line(&mut self.ep);
         }
         self.ep.handle_timeout(now);
         self.notices.tick(now, self.ep.sealer());
@@ -493,10 +456,6 @@ impl Daemon {
             self.control.handle_timeout(now);
         }
         while let Some(t) = self.ep.poll_transmit(now, &mut self.tx_buf) {
-            if self.raw_ip {
-                // No braid datagram (probe, ack, handshake) goes on a raw-ip line.
-                continue;
-            }
             let (Some(p), Some(data)) = (
                 self.paths.iter_mut().find(|p| p.id == t.path),
                 self.tx_buf.get(..t.len),
@@ -507,22 +466,17 @@ impl Daemon {
                 self.ep.handle_path_error(now, p.id);
             }
         }
+        // The lines write what their clocks allow.
         for p in &mut self.paths {
             let id = p.id;
-            let Some(s) = p.serial_mut() else {
+            let Carrier::Serial(s) = &mut p.carrier else {
                 continue;
             };
-            let rate = s.flush(now).map(|()| s.rate_update(now));
-            match rate {
-                Ok(Some(bps)) => {
-                    let _ = self.ep.bond_mut().set_path_bps(id, bps);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    p.counters.send_errors += 1;
-                    self.ep.handle_path_error(now, id);
-                    p.fail(now, e.to_string());
-                }
+            if let Err(e) = s.flush(now, &mut self.ep, id) {
+                p.counters.send_errors += 1;
+                self.ep.handle_path_error(now, id);
+                p.fail(now, e.to_string());
+                p.sync_line(&mut self.ep);
             }
         }
         while let Some(n) = self.ep.poll_deliver(now, &mut self.tun_buf) {
@@ -586,7 +540,6 @@ impl Daemon {
             address,
             tun_write_errors,
             raw_ip,
-            rx_not_ip,
             applied,
             config_file,
             privileges,
@@ -615,7 +568,7 @@ impl Daemon {
                     );
                     reload::note(applied, &asked, &v);
                     if *raw_ip {
-                        requests::raw_ip_status(&mut v, paths, *rx_not_ip);
+                        requests::raw_ip_status(&mut v, ep, paths);
                     }
                     if v.get("status").is_some() && v.get("io").is_some() {
                         requests::add_session(&mut v, now, ep, notices, privileges);

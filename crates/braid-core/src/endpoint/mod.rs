@@ -8,11 +8,17 @@
 //!
 //! An [`Endpoint`] owns the [`Bond`] (scheduling, pacing, reordering), the [`Sealer`]
 //! (sessions, the handshake budget, roaming, plain mode's verification tags) and each
-//! path's side of the carrier: a UDP path's peer address and roaming state, and an
+//! path's side of the carrier: a UDP path's peer address and roaming state, a serial
+//! path's [`Line`] (framing, the control lane, the line clock, the measured rate), and an
 //! optional emulator ([`crate::emu`], the lab's `[path.emulate]`). The daemon, the
 //! simulator and the tests drive this one type; each says `now`, hands in what arrived
-//! and sends what [`Endpoint::poll_transmit`] returns, whose [`Kind`] says what it
+//! and sends what [`Endpoint::poll_transmit`] (UDP) and [`Endpoint::poll_line_write`]
+//! (a line's bytes, at the line's pace) return. A [`Transmit`]'s [`Kind`] says what it
 //! carries, so no driver peeks at braid's own bytes.
+//!
+//! A `raw-ip` line (a classic SLIP peer; the bond's only path) carries the TUN's packets
+//! as they are: the endpoint hands them between the TUN and the line, and nothing of the
+//! bond goes on it.
 
 mod seal;
 
@@ -25,6 +31,7 @@ pub use self::seal::{
 };
 use crate::bond::{self, Bond, BondConfig, BondError, PathConfig};
 use crate::emu::{EmuConfig, Emulator};
+use crate::serial::{Line, LineConfig};
 use crate::wire::MessageType;
 use crate::{Instant, PathId};
 
@@ -34,6 +41,9 @@ pub const MAX_DATAGRAM: usize = 65536;
 /// Handshake answers and hints waiting to be sent; more are dropped (they are repeated by
 /// their sender's timers).
 const REPLIES_MAX: usize = 64;
+
+/// Packets from a `raw-ip` line waiting for the TUN; more are dropped (counted).
+const RAW_IP_MAX: usize = 256;
 
 /// What an [`Endpoint`] is made from.
 #[derive(Clone, Debug)]
@@ -53,8 +63,9 @@ pub enum PathKind {
         /// Where the peer is.
         remote: Option<SocketAddr>,
     },
-    /// A serial line: no addresses, one peer at the other end.
-    Line,
+    /// A serial line: no addresses, one peer at the other end; the endpoint frames and
+    /// paces what goes on it.
+    Line(LineConfig),
 }
 
 /// What a [`Transmit`] carries.
@@ -127,7 +138,7 @@ enum SideKind {
         remote: Option<SocketAddr>,
         roam: Roaming,
     },
-    Line,
+    Line(Box<Line>),
 }
 
 /// A datagram to send back where one came from.
@@ -151,6 +162,23 @@ pub struct Endpoint {
     handshake: Vec<u8>,
     handshake_next: usize,
     events: VecDeque<Event>,
+    /// A sealed datagram for a line (lines take it by copy into their lanes).
+    sealed: Vec<u8>,
+    /// A line's datagram being opened (in place).
+    opening: Vec<u8>,
+    /// `raw-ip`: packets from the line for the TUN.
+    raw_ip_rx: VecDeque<Vec<u8>>,
+    raw_ip_counters: RawIpCounters,
+}
+
+/// A `raw-ip` line's drops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct RawIpCounters {
+    /// Frames from the line that were not IPv4 or IPv6 packets.
+    pub rx_not_ip: u64,
+    /// Packets from the line dropped because the TUN was not taking them fast enough.
+    pub rx_dropped: u64,
 }
 
 impl Endpoint {
@@ -165,6 +193,10 @@ impl Endpoint {
             handshake: Vec::new(),
             handshake_next: usize::MAX,
             events: VecDeque::new(),
+            sealed: vec![0; MAX_DATAGRAM + 64],
+            opening: Vec::with_capacity(MAX_DATAGRAM),
+            raw_ip_rx: VecDeque::new(),
+            raw_ip_counters: RawIpCounters::default(),
         }
     }
 
@@ -176,6 +208,7 @@ impl Endpoint {
         kind: PathKind,
         emu: Option<EmuConfig>,
     ) -> Result<PathId, BondError> {
+        let bps = cfg.bps;
         let id = self.bond.add_path(now, cfg)?;
         self.paths.push(Side {
             id,
@@ -184,7 +217,7 @@ impl Endpoint {
                     remote,
                     roam: Roaming::default(),
                 },
-                PathKind::Line => SideKind::Line,
+                PathKind::Line(c) => SideKind::Line(Box::new(Line::new(c, bps))),
             },
             emu: emu.map(|c| Emulator::new(c, now)),
             emu_dropped: 0,
@@ -232,7 +265,73 @@ impl Endpoint {
     pub fn remote(&self, id: PathId) -> Option<SocketAddr> {
         match self.side(id)?.kind {
             SideKind::Udp { remote, .. } => remote,
-            SideKind::Line => None,
+            SideKind::Line(_) => None,
+        }
+    }
+
+    /// A serial path's line (its status and counters).
+    pub fn line(&self, id: PathId) -> Option<&Line> {
+        match &self.side(id)?.kind {
+            SideKind::Line(l) => Some(l),
+            SideKind::Udp { .. } => None,
+        }
+    }
+
+    fn line_mut(&mut self, id: PathId) -> Option<&mut Line> {
+        match &mut self.side_mut(id)?.kind {
+            SideKind::Line(l) => Some(l),
+            SideKind::Udp { .. } => None,
+        }
+    }
+
+    /// The `raw-ip` line, if this endpoint's path is one.
+    fn raw_ip_line(&mut self) -> Option<&mut Line> {
+        self.paths.iter_mut().find_map(|s| match &mut s.kind {
+            SideKind::Line(l) if l.config().raw_ip => Some(&mut **l),
+            _ => None,
+        })
+    }
+
+    /// A `raw-ip` line's drops.
+    pub fn raw_ip_counters(&self) -> RawIpCounters {
+        self.raw_ip_counters
+    }
+
+    /// A serial path's tty was opened (or opened again): its line starts afresh (CSLIP:
+    /// the peer's decompressor resynchronises on the next uncompressed packet).
+    pub fn line_opened(&mut self, id: PathId) {
+        if let Some(l) = self.line_mut(id) {
+            l.open();
+        }
+    }
+
+    /// A serial path's tty is gone: what waits for it is discarded, and what the bond
+    /// sends it is refused (counted) until it opens again.
+    pub fn line_closed(&mut self, id: PathId) {
+        if let Some(l) = self.line_mut(id) {
+            l.close();
+        }
+    }
+
+    /// The bytes serial path `id`'s line clock allows to write to its tty now (up to
+    /// [`crate::serial::line::AHEAD`] ahead of the line). Say how many the tty took with
+    /// [`Endpoint::line_wrote`] (or [`Endpoint::line_would_block`]), then ask again
+    /// until `None` or the tty takes fewer than offered.
+    pub fn poll_line_write(&mut self, now: Instant, id: PathId) -> Option<&[u8]> {
+        self.line_mut(id)?.poll_write(now)
+    }
+
+    /// The tty took `n` bytes of the last [`Endpoint::poll_line_write`] offer.
+    pub fn line_wrote(&mut self, id: PathId, n: usize) {
+        if let Some(l) = self.line_mut(id) {
+            l.wrote(n);
+        }
+    }
+
+    /// The tty refused the last offer (EAGAIN): counted, the bytes wait.
+    pub fn line_would_block(&mut self, id: PathId) {
+        if let Some(l) = self.line_mut(id) {
+            l.would_block();
         }
     }
 
@@ -263,8 +362,13 @@ impl Endpoint {
         self.side(id).map(|s| s.emu_dropped)
     }
 
-    /// A packet read from the TUN.
+    /// A packet read from the TUN (on a `raw-ip` line: framed for it as it is).
     pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
+        if let Some(line) = self.raw_ip_line() {
+            // Refused (buffer full, tty closed): counted by the line.
+            let _ = line.send(packet, false);
+            return;
+        }
         self.bond.handle_tun_packet(now, packet);
     }
 
@@ -291,13 +395,45 @@ impl Endpoint {
         }
     }
 
-    /// A datagram (one frame) read from serial path `path`'s line (opened in place).
-    pub fn handle_line_datagram(&mut self, now: Instant, path: PathId, bytes: &mut [u8]) {
-        match self.sealer.incoming_line(now, bytes) {
-            Incoming::Deliver(d) => self.bond.handle_datagram(now, path, d),
-            Incoming::Reply(r) => push_reply(&mut self.replies, path, None, r),
-            Incoming::Drop => {}
+    /// Bytes read from serial path `path`'s tty: each frame they complete is opened and
+    /// goes to the bond (on a `raw-ip` line: each IP packet to the TUN).
+    pub fn handle_line_bytes(&mut self, now: Instant, path: PathId, bytes: &[u8]) {
+        let Endpoint {
+            paths,
+            sealer,
+            bond,
+            replies,
+            opening,
+            raw_ip_rx,
+            raw_ip_counters,
+            ..
+        } = self;
+        let Some(SideKind::Line(line)) =
+            paths.iter_mut().find(|s| s.id == path).map(|s| &mut s.kind)
+        else {
+            return;
+        };
+        if line.config().raw_ip {
+            line.receive(bytes, &mut |pkt| {
+                if !matches!(pkt.first().map(|b| b >> 4), Some(4 | 6)) {
+                    raw_ip_counters.rx_not_ip += 1;
+                } else if raw_ip_rx.len() >= RAW_IP_MAX {
+                    raw_ip_counters.rx_dropped += 1;
+                } else {
+                    raw_ip_rx.push_back(pkt.to_vec());
+                }
+            });
+            return;
         }
+        line.receive(bytes, &mut |d| {
+            opening.clear();
+            opening.extend_from_slice(d);
+            match sealer.incoming_line(now, opening) {
+                Incoming::Deliver(d) => bond.handle_datagram(now, path, d),
+                Incoming::Reply(r) => push_reply(replies, path, None, r),
+                Incoming::Drop => {}
+            }
+        });
     }
 
     /// Path `path`'s carrier failed (a send or receive error that says the path is
@@ -356,6 +492,10 @@ impl Endpoint {
     /// Replies, then the current handshake datagram on each path in turn.
     fn handshake_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         while let Some(r) = self.replies.pop_front() {
+            if let Some(line) = self.line_mut(r.path) {
+                let _ = line.send(&r.bytes, true);
+                continue;
+            }
             if let Some(dst) = buf.get_mut(..r.bytes.len()) {
                 dst.copy_from_slice(&r.bytes);
                 return Some(Transmit {
@@ -367,12 +507,17 @@ impl Endpoint {
             }
         }
         loop {
-            while let Some(side) = self.paths.get(self.handshake_next) {
+            while let Some(side) = self.paths.get_mut(self.handshake_next) {
                 self.handshake_next += 1;
-                let to = match side.kind {
+                let to = match &mut side.kind {
                     SideKind::Udp { remote: None, .. } => continue,
-                    SideKind::Udp { remote, .. } => remote,
-                    SideKind::Line => None,
+                    SideKind::Udp { remote, .. } => *remote,
+                    SideKind::Line(line) => {
+                        if !line.config().raw_ip {
+                            let _ = line.send(&self.handshake, true);
+                        }
+                        continue;
+                    }
                 };
                 let len = self.handshake.len();
                 buf.get_mut(..len)?.copy_from_slice(&self.handshake);
@@ -395,20 +540,29 @@ impl Endpoint {
         }
     }
 
-    /// Seal `self.plain[..n]` for path index `i` into `buf`.
+    /// Seal `self.plain[..n]` for path index `i`: into `buf` for a UDP path (returned),
+    /// into its lane for a serial line.
     fn seal(&mut self, now: Instant, i: usize, n: usize, buf: &mut [u8]) -> Option<Transmit> {
-        let side = self.paths.get(i)?;
+        let side = self.paths.get_mut(i)?;
         let datagram = self.plain.get(..n)?;
         let kind = match datagram.get(1).copied().map(MessageType::try_from) {
             Some(Ok(MessageType::Data | MessageType::PinnedData)) => Kind::Data,
             _ => Kind::Control,
         };
-        let (to, len) = match side.kind {
+        let to = match &mut side.kind {
             // Nowhere to send yet (a name not resolved, or a peer not heard from).
             SideKind::Udp { remote: None, .. } => return None,
-            SideKind::Udp { remote, .. } => (remote, self.sealer.outgoing(now, datagram, buf)?),
-            SideKind::Line => (None, self.sealer.outgoing_line(now, datagram, buf)?),
+            SideKind::Udp { remote, .. } => *remote,
+            // Nothing of the bond goes on a raw-ip line.
+            SideKind::Line(line) if line.config().raw_ip => return None,
+            SideKind::Line(line) => {
+                let len = self.sealer.outgoing_line(now, datagram, &mut self.sealed)?;
+                // Refused (lane full, tty closed): counted by the line.
+                let _ = line.send(self.sealed.get(..len)?, kind.is_control());
+                return None;
+            }
         };
+        let len = self.sealer.outgoing(now, datagram, buf)?;
         Some(Transmit {
             path: side.id,
             to,
@@ -419,29 +573,53 @@ impl Endpoint {
 
     /// The next packet for the TUN, written into `buf`.
     pub fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        while let Some(p) = self.raw_ip_rx.pop_front() {
+            if let Some(dst) = buf.get_mut(..p.len()) {
+                dst.copy_from_slice(&p);
+                return Some(p.len());
+            }
+        }
         self.bond.poll_deliver(now, buf)
     }
 
     /// When [`Endpoint::handle_timeout`] (then [`Endpoint::poll_transmit`]) is next due.
+    /// (A line's next write is [`Endpoint::poll_line_write`]'s, included here.)
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let emus = self
-            .paths
-            .iter()
-            .filter_map(|s| s.emu.as_ref()?.poll_timeout());
+        let sides = self.paths.iter().flat_map(|s| {
+            let line = match &s.kind {
+                SideKind::Line(l) => [
+                    l.next_write(),
+                    (l.config().auto_bps && !l.config().raw_ip).then(|| l.next_rate_update()),
+                ],
+                SideKind::Udp { .. } => [None, None],
+            };
+            line.into_iter()
+                .chain([s.emu.as_ref().and_then(Emulator::poll_timeout)])
+                .flatten()
+        });
         [self.bond.poll_timeout(), self.sealer.poll_timeout()]
             .into_iter()
             .flatten()
-            .chain(emus)
+            .chain(sides)
             .min()
     }
 
-    /// Run the timers that are due.
+    /// Run the timers that are due: the bond's, the sealer's, and each line's rate (the
+    /// bond paces a line at what it measurably carries).
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.bond.poll_timeout().is_some_and(|t| t <= now) {
             self.bond.handle_timeout(now);
         }
         if self.sealer.poll_timeout().is_some_and(|t| t <= now) {
             self.sealer.handle_timeout(now);
+        }
+        for s in &mut self.paths {
+            if let SideKind::Line(l) = &mut s.kind {
+                if let Some(bps) = l.rate_update(now) {
+                    // The path exists: it was added with the line.
+                    let _ = self.bond.set_path_bps(s.id, bps);
+                }
+            }
         }
     }
 

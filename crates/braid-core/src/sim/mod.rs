@@ -12,6 +12,7 @@ use core::time::Duration;
 
 use crate::bond::{Bond, BondConfig, PathConfig};
 use crate::emu::{EmuConfig, Emulator};
+use crate::serial::LineConfig;
 use crate::{Instant, PathId};
 
 mod node;
@@ -35,6 +36,9 @@ struct SimPath {
     b_id: PathId,
     a_to_b: Emulator,
     b_to_a: Emulator,
+    /// A serial line: the emulators carry the bytes each end's line writes (set their
+    /// rate to the UART's, `baud / 10` bytes a second), not datagrams.
+    line: Option<LineConfig>,
     /// While cut, everything sent either way is dropped (the emulators keep state).
     cut: bool,
     /// While held, everything sent either way waits here (`true`: from A), up to
@@ -58,6 +62,8 @@ pub struct Pair<N: Node = Bond> {
     pub b: N,
     paths: Vec<SimPath>,
     buf: Vec<u8>,
+    /// A line's bytes on their way to its emulator.
+    chunk: Vec<u8>,
     /// Packets delivered to A's TUN.
     pub delivered_a: VecDeque<Vec<u8>>,
     /// Packets delivered to B's TUN.
@@ -92,6 +98,7 @@ impl<N: Node> Pair<N> {
             b,
             paths: Vec::new(),
             buf: vec![0; 65536 + 256],
+            chunk: Vec::new(),
             delivered_a: VecDeque::new(),
             delivered_b: VecDeque::new(),
         }
@@ -110,6 +117,32 @@ impl<N: Node> Pair<N> {
             b_id,
             a_to_b: Emulator::new(emu, self.now),
             b_to_a: Emulator::new(back, self.now),
+            line: None,
+            cut: false,
+            held: None,
+        });
+        i
+    }
+
+    /// Add a serial line: each end's endpoint frames and paces its datagrams
+    /// ([`crate::serial::Line`]); each way an emulator at the UART's byte rate (8N1:
+    /// `baud / 10` bytes a second) plus `delay` carries the bytes.
+    pub fn add_line(&mut self, cfg: PathConfig, line: LineConfig, delay: Duration) -> usize {
+        let i = self.paths.len();
+        let emu = EmuConfig {
+            rate_bps: u64::from(crate::serial::line::bytes_per_sec(line.baud)) * 8,
+            delay,
+            ..EmuConfig::default()
+        };
+        let a_id = self.a.add_line(self.now, cfg.clone(), line);
+        let b_id = self.b.add_line(self.now, cfg.clone(), line);
+        self.paths.push(SimPath {
+            cfg,
+            a_id,
+            b_id,
+            a_to_b: Emulator::new(emu.clone(), self.now),
+            b_to_a: Emulator::new(emu, self.now),
+            line: Some(line),
             cut: false,
             held: None,
         });
@@ -120,7 +153,10 @@ impl<N: Node> Pair<N> {
     /// stopped and started again.
     pub fn replace(&mut self, side: Side, mut node: N) {
         for (i, p) in self.paths.iter_mut().enumerate() {
-            let id = node.add_path(self.now, p.cfg.clone(), i, side);
+            let id = match p.line {
+                Some(line) => node.add_line(self.now, p.cfg.clone(), line),
+                None => node.add_path(self.now, p.cfg.clone(), i, side),
+            };
             match side {
                 Side::A => p.a_id = id,
                 Side::B => p.b_id = id,
@@ -194,13 +230,22 @@ impl<N: Node> Pair<N> {
         let now = self.now;
         // Arrivals.
         for i in 0..self.paths.len() {
+            let line = self.paths[i].line.is_some();
             while let Some(n) = self.paths[i].a_to_b.poll(now, &mut self.buf) {
                 let id = self.paths[i].b_id;
-                self.b.receive(now, id, i, Side::A, &mut self.buf[..n]);
+                if line {
+                    self.b.line_receive(now, id, &self.buf[..n]);
+                } else {
+                    self.b.receive(now, id, i, Side::A, &mut self.buf[..n]);
+                }
             }
             while let Some(n) = self.paths[i].b_to_a.poll(now, &mut self.buf) {
                 let id = self.paths[i].a_id;
-                self.a.receive(now, id, i, Side::B, &mut self.buf[..n]);
+                if line {
+                    self.a.line_receive(now, id, &self.buf[..n]);
+                } else {
+                    self.a.receive(now, id, i, Side::B, &mut self.buf[..n]);
+                }
             }
         }
         for side in [Side::A, Side::B] {
@@ -232,6 +277,19 @@ impl<N: Node> Pair<N> {
                     Side::B => &mut p.b_to_a,
                 };
                 emu.push(now, &self.buf[..len]);
+            }
+            // The lines write what their clocks allow; the bytes ride their emulator.
+            for p in self.paths.iter_mut().filter(|p| p.line.is_some()) {
+                let (id, emu) = match side {
+                    Side::A => (p.a_id, &mut p.a_to_b),
+                    Side::B => (p.b_id, &mut p.b_to_a),
+                };
+                while node.line_write(now, id, &mut self.chunk) {
+                    // A cut line loses what is written to it.
+                    if !p.cut {
+                        emu.push(now, &self.chunk);
+                    }
+                }
             }
             let out = match side {
                 Side::A => &mut self.delivered_a,

@@ -6,6 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use super::Side;
 use crate::bond::{Bond, PathConfig};
 use crate::endpoint::{Endpoint, PathKind};
+use crate::serial::LineConfig;
 use crate::{Instant, PathId};
 
 /// One end of a simulated pair.
@@ -24,6 +25,20 @@ pub trait Node {
     fn poll_timeout(&self) -> Option<Instant>;
     /// Run the node's timers.
     fn handle_timeout(&mut self, now: Instant);
+    /// Add a serial line (a node that has none says so and stops the test).
+    fn add_line(&mut self, now: Instant, cfg: PathConfig, line: LineConfig) -> PathId {
+        let _ = (now, cfg, line);
+        panic!("sim: this node has no serial lines");
+    }
+    /// The bytes line `path` writes now, taken as written, into `buf` (false: none).
+    fn line_write(&mut self, now: Instant, path: PathId, buf: &mut Vec<u8>) -> bool {
+        let _ = (now, path, buf);
+        false
+    }
+    /// Bytes arrived on line `path`.
+    fn line_receive(&mut self, now: Instant, path: PathId, bytes: &[u8]) {
+        let _ = (now, path, bytes);
+    }
 }
 
 impl Node for Bond {
@@ -102,5 +117,27 @@ impl Node for Endpoint {
 
     fn handle_timeout(&mut self, now: Instant) {
         Endpoint::handle_timeout(self, now);
+    }
+
+    fn add_line(&mut self, now: Instant, cfg: PathConfig, line: LineConfig) -> PathId {
+        let id = Endpoint::add_path(self, now, cfg, PathKind::Line(line), None)
+            .expect("sim: add a line to an endpoint");
+        // The tty is there from the start.
+        self.line_opened(id);
+        id
+    }
+
+    fn line_write(&mut self, now: Instant, path: PathId, buf: &mut Vec<u8>) -> bool {
+        let Some(chunk) = self.poll_line_write(now, path) else {
+            return false;
+        };
+        buf.clear();
+        buf.extend_from_slice(chunk);
+        self.line_wrote(path, buf.len());
+        true
+    }
+
+    fn line_receive(&mut self, now: Instant, path: PathId, bytes: &[u8]) {
+        self.handle_line_bytes(now, path, bytes);
     }
 }

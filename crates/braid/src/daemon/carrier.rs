@@ -220,7 +220,7 @@ impl PathIo {
                         termios_baud(s.baud)
                     );
                 }
-                let carrier = Carrier::Serial(Box::new(SerialPath::new(s.clone(), p.bps)));
+                let carrier = Carrier::Serial(Box::new(SerialPath::new(s.clone())));
                 PathIo::new(now, id, p.name.clone(), carrier)
             }
         }
@@ -236,14 +236,6 @@ impl PathIo {
         match &self.carrier {
             Carrier::Udp(u) => Some(u),
             Carrier::Serial(_) => None,
-        }
-    }
-
-    /// The serial line, if it is a serial path.
-    pub(super) fn serial_mut(&mut self) -> Option<&mut SerialPath> {
-        match &mut self.carrier {
-            Carrier::Serial(s) => Some(s),
-            Carrier::Udp(_) => None,
         }
     }
 
@@ -320,44 +312,50 @@ impl PathIo {
         self.retry_at = now + SOCKET_RETRY;
     }
 
-    /// Send one datagram the endpoint handed out for this path.
+    /// Tell the endpoint's line that the tty was opened or closed since the last call (a
+    /// serial path's line starts afresh on each open).
+    pub(super) fn sync_line(&mut self, ep: &mut Endpoint) {
+        let Carrier::Serial(s) = &mut self.carrier else {
+            return;
+        };
+        match s.take_change() {
+            Some(true) => ep.line_opened(self.id),
+            Some(false) => ep.line_closed(self.id),
+            None => {}
+        }
+    }
+
+    /// Send one datagram the endpoint handed out for this (UDP) path.
     pub(super) fn send(&mut self, now: Instant, t: &Transmit, data: &[u8]) -> Outcome {
-        match &mut self.carrier {
-            Carrier::Serial(s) => {
-                // Control messages and handshakes go ahead of waiting data on the line.
-                if !s.send_as(data, t.kind.is_control()) {
-                    self.counters.send_would_block += 1;
-                }
-                Outcome::Fine
+        let Carrier::Udp(u) = &mut self.carrier else {
+            // A line's datagrams stay in the endpoint's line until its clock lets them out.
+            return Outcome::Fine;
+        };
+        let (Some(sock), Some(to)) = (u.sock.as_ref(), t.to) else {
+            // The sealer's handshakes go to every path; only a closed socket's bond
+            // datagrams are errors.
+            if t.kind != Kind::Handshake {
+                self.counters.send_errors += 1;
             }
-            Carrier::Udp(u) => {
-                let (Some(sock), Some(to)) = (u.sock.as_ref(), t.to) else {
-                    // The sealer's handshakes go to every path; only a closed socket's
-                    // bond datagrams are errors.
-                    if t.kind != Kind::Handshake {
-                        self.counters.send_errors += 1;
-                    }
-                    return Outcome::Fine;
-                };
-                let Err(e) = sock.send_to(data, to) else {
-                    return Outcome::Fine;
-                };
-                match udp::classify_on(sock, &e) {
-                    ErrorKind::WouldBlock => self.counters.send_would_block += 1,
-                    ErrorKind::Datagram => self.counters.send_errors += 1,
-                    ErrorKind::Path => {
-                        self.counters.send_errors += 1;
-                        return Outcome::PathError;
-                    }
-                    ErrorKind::Socket => {
-                        self.counters.send_errors += 1;
-                        self.fail(now, format!("send: {e}"));
-                        return Outcome::Failed;
-                    }
-                }
-                Outcome::Fine
+            return Outcome::Fine;
+        };
+        let Err(e) = sock.send_to(data, to) else {
+            return Outcome::Fine;
+        };
+        match udp::classify_on(sock, &e) {
+            ErrorKind::WouldBlock => self.counters.send_would_block += 1,
+            ErrorKind::Datagram => self.counters.send_errors += 1,
+            ErrorKind::Path => {
+                self.counters.send_errors += 1;
+                return Outcome::PathError;
+            }
+            ErrorKind::Socket => {
+                self.counters.send_errors += 1;
+                self.fail(now, format!("send: {e}"));
+                return Outcome::Failed;
             }
         }
+        Outcome::Fine
     }
 
     /// Read what a UDP path's socket has into `batch`.
@@ -405,7 +403,7 @@ impl PathIo {
             }
             Carrier::Serial(s) => {
                 v["kind"] = "serial".into();
-                v["serial"] = s.json(now);
+                v["serial"] = s.json(now, ep.line(self.id));
             }
         }
         v

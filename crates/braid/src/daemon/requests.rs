@@ -33,22 +33,23 @@ pub(super) fn add_session(
 
 /// `raw-ip`: the bond never hears from the line (no probes), so its view of the path is
 /// replaced by the line's: up while the tty is open, and the line's frame counters.
-pub(super) fn raw_ip_status(v: &mut Value, paths: &[PathIo], rx_not_ip: u64) {
+pub(super) fn raw_ip_status(v: &mut Value, ep: &Endpoint, paths: &[PathIo]) {
     let Some(st) = v.get_mut("status") else {
         return;
     };
     st["mode"] = "raw-ip".into();
-    st["rx_not_ip"] = rx_not_ip.into();
+    st["rx_not_ip"] = ep.raw_ip_counters().rx_not_ip.into();
     let Some(ps) = st.get_mut("paths").and_then(Value::as_array_mut) else {
         return;
     };
     for (ps, p) in ps.iter_mut().zip(paths) {
-        if let Carrier::Serial(s) = &p.carrier {
-            ps["state"] = if s.is_open() { "up" } else { "down" }.into();
-            ps["mode"] = "raw-ip".into();
-            ps["tx_packets"] = s.counters().tx_frames.into();
-            ps["rx_packets"] = s.counters().rx_frames.into();
-        }
+        let (Carrier::Serial(s), Some(line)) = (&p.carrier, ep.line(p.id)) else {
+            continue;
+        };
+        ps["state"] = if s.is_open() { "up" } else { "down" }.into();
+        ps["mode"] = "raw-ip".into();
+        ps["tx_packets"] = line.counters().tx_frames.into();
+        ps["rx_packets"] = line.counters().rx_frames.into();
     }
 }
 

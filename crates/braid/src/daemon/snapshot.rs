@@ -41,7 +41,7 @@ impl Daemon {
             self.mark,
         );
         if self.raw_ip {
-            raw_ip_status(&mut status, &self.paths, self.rx_not_ip);
+            raw_ip_status(&mut status, &self.ep, &self.paths);
         }
         add_session(&mut status, now, &self.ep, &self.notices, &self.privileges);
         let classes = self.ep.bond().shaper().and_then(|_| {
