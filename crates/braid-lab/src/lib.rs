@@ -1,7 +1,10 @@
-//! `braid lab` and `braid demo`: two network namespaces joined by N veth pairs (shaped by
-//! tbf, emulated by braid's own [`braid_core::emu`]), braid running on both ends, iperf3
-//! through the bond, and a result table. Scenarios are TOML data files (`scenarios/`,
-//! embedded in the binary); `docs/lab.md` has the topology, the schema and the columns.
+//! The lab (`braid lab`, `braid demo`): two network namespaces joined by N veth pairs
+//! (shaped by tbf, emulated by braid's own [`braid_core::emu`]), braid running on both
+//! ends, iperf3 through the bond, and a result table. Scenarios are TOML data files
+//! (`scenarios/`, embedded in the binary); `docs/lab.md` has the topology, the schema and
+//! the columns. The `braid` program runs this crate's `braid-lab` for `braid lab` and
+//! `braid demo`; the lab runs the `braid` beside it ([`braid_exe`]) in its namespaces. Its
+//! modules are also the fixtures of the namespace tests in `tests/`.
 //!
 //! | module | what it is |
 //! | --- | --- |
@@ -20,12 +23,14 @@
 //! | [`serial_tables`] | the seeds' serial tables (Bentson's EQL table, the SLIP table) |
 //! | [`matrix`] | `fault-matrix`: seeded cases of faults under a checked transfer |
 //! | [`soak`] | `soak-flaps`, `soak-overload`, `soak-junk-rekey`: long runs by hand |
+//! | [`theory`] | the fluid-model share each HTB class should get, for the tables and tests |
+//! | [`cli`] | the `braid-lab` program's command line |
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
 pub mod capture;
+pub mod cli;
 pub mod iperf;
 pub mod line;
 pub mod matrix;
@@ -40,6 +45,7 @@ pub mod serial;
 pub mod serial_tables;
 pub mod share;
 pub mod soak;
+pub mod theory;
 pub mod udpgen;
 
 use progress::Progress;
@@ -100,7 +106,7 @@ pub fn main(args: LabArgs) -> Result<()> {
             }
             preflight_netns()?;
             return matrix::main(
-                std::env::current_exe().context("finding braid's own executable")?,
+                braid_exe()?,
                 args.cases,
                 args.seed,
                 args.reload,
@@ -166,7 +172,7 @@ pub fn main(args: LabArgs) -> Result<()> {
             None => bond.push(Scenario::load(n)?),
         }
     }
-    preflight(false)?;
+    preflight()?;
     let mut opts = RunOptions::current()?;
     opts.duration = args.duration;
     opts.monitor = args.monitor;
@@ -196,7 +202,7 @@ pub fn main(args: LabArgs) -> Result<()> {
 /// Run `braid demo`: the default lab scenario.
 pub fn demo() -> Result<()> {
     let sc = Scenario::load("demo")?;
-    preflight(true)?;
+    preflight()?;
     eprintln!(
         "braid demo: two network namespaces joined by {} paths ({}), braid on both ends, iperf3 through the bond.",
         sc.paths.len(),
@@ -237,11 +243,11 @@ pub fn run_all(
     Ok(results)
 }
 
-/// Check that we can run the lab: root, `ip`, `tc`, `iperf3` (installed with apt-get when
-/// `install` and missing and we are root), `/dev/net/tun`.
-pub fn preflight(install: bool) -> Result<()> {
+/// Check that we can run the lab: root, `ip`, `tc`, `iperf3`, `/dev/net/tun`. Nothing is
+/// installed here: `scripts/setup --demo` (or `scripts/demo`) installs what is missing.
+pub fn preflight() -> Result<()> {
     preflight_netns()?;
-    preflight_iperf(install)
+    preflight_iperf()
 }
 
 /// Check that we can make namespaces and TUN devices: root, `ip`, `tc`, `/dev/net/tun`.
@@ -262,34 +268,31 @@ pub fn preflight_netns() -> Result<()> {
     Ok(())
 }
 
-/// Check that `iperf3` is there (installed with apt-get when `install` and missing).
-fn preflight_iperf(install: bool) -> Result<()> {
+/// Check that `iperf3` is there.
+fn preflight_iperf() -> Result<()> {
     if netns::which("iperf3").is_none() {
-        if !install {
-            bail!("`iperf3` not found: install it (apt-get install -y iperf3)");
-        }
-        if netns::which("apt-get").is_none() {
-            bail!("`iperf3` not found and there is no apt-get here: install iperf3 and run again");
-        }
-        eprintln!("braid: iperf3 is missing; installing it with `apt-get install -y iperf3`");
-        let install = || {
-            Command::new("apt-get")
-                .args(["install", "-y", "-q", "iperf3"])
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false)
-        };
-        if !install() {
-            eprintln!("braid: that failed; running `apt-get update` and trying again");
-            let _ = Command::new("apt-get").args(["update", "-q"]).status();
-            if !install() {
-                bail!("could not install iperf3 with apt-get; install it and run again");
-            }
-        }
-        if netns::which("iperf3").is_none() {
-            bail!("iperf3 still not found after installing it");
-        }
+        bail!("`iperf3` not found: install it (apt-get install -y iperf3; from a checkout, scripts/setup --demo installs what the lab uses)");
     }
     Ok(())
+}
+
+/// The `braid` program the lab runs in its namespaces (daemons, `braid status`): the one
+/// beside this executable, as `cargo build` and the .deb install them, else `braid` on
+/// `PATH`.
+pub fn braid_exe() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the lab's own executable")?;
+    let beside = exe.parent().map(|dir| dir.join("braid"));
+    if let Some(b) = beside.as_deref().filter(|b| b.is_file()) {
+        return Ok(b.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("braid"))
+        .find(|b| b.is_file())
+        .with_context(|| {
+            format!(
+                "the `braid` program is neither beside {} nor on PATH: build it (cargo build --release -p braid) or install it",
+                exe.display()
+            )
+        })
 }

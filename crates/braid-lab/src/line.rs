@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::sys::poll;
-use crate::sys::tty::{self, Tty};
+use braid::sys::poll;
+use braid::sys::tty::{self, Tty};
 
 /// How an emulated line behaves.
 #[derive(Debug, Clone, PartialEq)]

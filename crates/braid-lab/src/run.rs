@@ -24,7 +24,7 @@ const IPERF_PORT: &str = "5201";
 /// What the lab run needs besides the scenario.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// The braid executable for the daemons and `status` (normally the running one).
+    /// The braid executable for the daemons and `status` (normally the one beside the lab).
     pub braid: PathBuf,
     /// Override every test's duration, seconds.
     pub duration: Option<u64>,
@@ -34,10 +34,10 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// Options using the running executable.
+    /// Options running the `braid` beside the lab ([`crate::braid_exe`]).
     pub fn current() -> Result<Self> {
         Ok(Self {
-            braid: std::env::current_exe().context("finding braid's own executable")?,
+            braid: crate::braid_exe()?,
             duration: None,
             monitor: None,
         })
@@ -178,7 +178,7 @@ impl Daemons {
         let started = now();
         for (side, ns, cfg) in [("a", &topo.ns_a, cfg_a), ("b", &topo.ns_b, cfg_b)] {
             let conf = topo.file(&format!("{tag}-{side}.toml"));
-            crate::files::write_private(&conf, cfg)
+            braid::files::write_private(&conf, cfg)
                 .with_context(|| format!("writing {}", conf.display()))?;
             let sock = topo.file(&format!("{tag}-{side}.sock"));
             let log = topo.file(&format!("{tag}-{side}.log"));

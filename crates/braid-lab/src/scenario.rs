@@ -8,40 +8,37 @@ use serde::{Deserialize, Serialize};
 
 /// The scenarios shipped in `scenarios/`, as (name, TOML text).
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("demo", include_str!("../../../../scenarios/demo.toml")),
+    ("demo", include_str!("../../../scenarios/demo.toml")),
     (
         "rates-10-20-40",
-        include_str!("../../../../scenarios/rates-10-20-40.toml"),
+        include_str!("../../../scenarios/rates-10-20-40.toml"),
     ),
     (
         "delays-5-20-60",
-        include_str!("../../../../scenarios/delays-5-20-60.toml"),
+        include_str!("../../../scenarios/delays-5-20-60.toml"),
     ),
-    ("cut", include_str!("../../../../scenarios/cut.toml")),
+    ("cut", include_str!("../../../scenarios/cut.toml")),
     (
         "eql-57600-14400",
-        include_str!("../../../../scenarios/eql-57600-14400.toml"),
+        include_str!("../../../scenarios/eql-57600-14400.toml"),
     ),
-    (
-        "xor-l34",
-        include_str!("../../../../scenarios/xor-l34.toml"),
-    ),
-    ("xor-l2", include_str!("../../../../scenarios/xor-l2.toml")),
+    ("xor-l34", include_str!("../../../scenarios/xor-l34.toml")),
+    ("xor-l2", include_str!("../../../scenarios/xor-l2.toml")),
     (
         "loss-1pct",
-        include_str!("../../../../scenarios/loss-1pct.toml"),
+        include_str!("../../../scenarios/loss-1pct.toml"),
     ),
     (
         "single-unshaped",
-        include_str!("../../../../scenarios/single-unshaped.toml"),
+        include_str!("../../../scenarios/single-unshaped.toml"),
     ),
     (
         "eql-serial-57600-14400",
-        include_str!("../../../../scenarios/eql-serial-57600-14400.toml"),
+        include_str!("../../../scenarios/eql-serial-57600-14400.toml"),
     ),
     (
         "single-unshaped-plain",
-        include_str!("../../../../scenarios/single-unshaped-plain.toml"),
+        include_str!("../../../scenarios/single-unshaped-plain.toml"),
     ),
 ];
 
@@ -357,7 +354,7 @@ impl Scenario {
         }
         let path = Path::new(arg);
         if path.exists() {
-            let text = crate::files::read_text(path, crate::files::TEXT_MAX)
+            let text = braid::files::read_text(path, braid::files::TEXT_MAX)
                 .with_context(|| format!("reading {arg}"))?;
             return Self::parse(&text).with_context(|| format!("scenario file {arg}"));
         }
@@ -557,7 +554,7 @@ name = "u1"
             );
             assert!(p[1].get("local").is_some());
             // The config the lab writes is one the daemon takes.
-            crate::config::Config::parse(&toml::to_string(&c).unwrap(), "lab.toml").unwrap();
+            braid::config::Config::parse(&toml::to_string(&c).unwrap(), "lab.toml").unwrap();
         }
         let bad = "name='x'\n[bond]\n[[path]]\nname='p0'\nkind='serial'\n[[test]]\n";
         assert!(Scenario::parse(bad).is_err(), "serial without baud");
@@ -645,7 +642,7 @@ name = "p1"
         assert_eq!(key(&a, "peer_public_key"), pub_of(&b));
         assert_eq!(key(&b, "peer_public_key"), pub_of(&a));
         for t in [&a, &b] {
-            let c = crate::config::Config::parse(&toml::to_string(t).unwrap(), "lab").unwrap();
+            let c = braid::config::Config::parse(&toml::to_string(t).unwrap(), "lab").unwrap();
             assert_eq!(c.bond.encryption.name(), "chacha20-poly1305");
         }
         // A scenario may opt out.

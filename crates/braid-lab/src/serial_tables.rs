@@ -328,8 +328,8 @@ pub fn bond_keys(baud: u32, mtu: u32) -> String {
 
 /// The daemon's serial defaults for lines of `baud` carrying `mtu`-byte packets (frames
 /// of `mtu` + braid's 20-byte header + SLIP's two ENDs).
-fn row_defaults(baud: u32, mtu: u32) -> crate::config::SerialDefaults {
-    crate::config::SerialDefaults::for_line(baud, u64::from(mtu) + 22)
+fn row_defaults(baud: u32, mtu: u32) -> braid::config::SerialDefaults {
+    braid::config::SerialDefaults::for_line(baud, u64::from(mtu) + 22)
 }
 
 /// The scenario (daemon configs only) of one row.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use braid_core::shape::classify::Classifier;
 use braid_core::shape::tc::parse_script;
-use braid_core::shape::{theory, ClassId, ShapeSpec};
+use braid_core::shape::{ClassId, ShapeSpec};
 use serde::{Deserialize, Serialize};
 
 use super::capture;
@@ -21,26 +21,25 @@ use super::netns::{self, now, run_ok, spawn_in_netns, Topology};
 use super::plot::{self, Panel, Series};
 use super::run::Daemons;
 use super::udpgen::{self, Sender, BIN};
+use crate::theory;
 
 /// tc scripts shipped with braid, by name.
-pub const SCRIPTS: &[(&str, &str)] = &[(
-    "htb-seed",
-    include_str!("../../../../scenarios/htb-seed.tc"),
-)];
+pub const SCRIPTS: &[(&str, &str)] =
+    &[("htb-seed", include_str!("../../../scenarios/htb-seed.tc"))];
 
 /// The link-sharing scenarios shipped in `scenarios/`, as (name, TOML text).
 pub const SHARE_BUILTIN: &[(&str, &str)] = &[
     (
         "htb-seed-1",
-        include_str!("../../../../scenarios/htb-seed-1.toml"),
+        include_str!("../../../scenarios/htb-seed-1.toml"),
     ),
     (
         "htb-seed-2",
-        include_str!("../../../../scenarios/htb-seed-2.toml"),
+        include_str!("../../../scenarios/htb-seed-2.toml"),
     ),
     (
         "htb-seed-3",
-        include_str!("../../../../scenarios/htb-seed-3.toml"),
+        include_str!("../../../scenarios/htb-seed-3.toml"),
     ),
 ];
 
@@ -216,7 +215,7 @@ impl ShareScenario {
                 .map(Some)
                 .with_context(|| format!("built-in scenario {arg}"));
         }
-        let Ok(text) = crate::files::read_text(Path::new(arg), crate::files::TEXT_MAX) else {
+        let Ok(text) = braid::files::read_text(Path::new(arg), braid::files::TEXT_MAX) else {
             return Ok(None);
         };
         let kind = toml::from_str::<toml::Table>(&text)
@@ -235,7 +234,7 @@ impl ShareScenario {
         if let Some((_, t)) = SCRIPTS.iter().find(|(n, _)| *n == self.script) {
             return Ok((*t).to_string());
         }
-        crate::files::read_text(Path::new(&self.script), crate::files::TEXT_MAX)
+        braid::files::read_text(Path::new(&self.script), braid::files::TEXT_MAX)
             .with_context(|| format!("reading tc script {}", self.script))
     }
 
@@ -485,7 +484,7 @@ pub fn run_braid(
         }
         None => None,
     };
-    let traffic_from = crate::monitor::unix_ms();
+    let traffic_from = braid::monitor::unix_ms();
     let start_rss = [d.a.pid(), d.b.pid()].map(|p| proc_status_kib(p, "VmRSS").unwrap_or(0));
     add_users(sc, &topo.ns_a, &topo.ns_b, &["dev", "braid0"])?;
     let devs: Vec<String> = topo.links.iter().map(|l| l.dev_a.clone()).collect();

@@ -38,7 +38,7 @@ pub const LIST: &[(&str, u64, &str)] = &[
 ];
 
 /// The share scenario `soak-overload` runs.
-const OVERLOAD: &str = include_str!("../../../../scenarios/soak-overload.toml");
+const OVERLOAD: &str = include_str!("../../../scenarios/soak-overload.toml");
 
 /// How much a daemon's peak RSS may exceed its RSS once up in `soak-overload`, KiB (its
 /// queues are bounded: the shaper's leaves, the paths' queues, the reorder buffer).
@@ -58,7 +58,7 @@ pub fn is_soak(name: &str) -> bool {
 /// Run soak `name`; an error if it missed its target.
 pub fn main(name: &str, args: &LabArgs) -> Result<()> {
     netns::install_signal_handler();
-    let braid = std::env::current_exe()?;
+    let braid = crate::braid_exe()?;
     let seed = args.seed.unwrap_or(1);
     match name {
         "soak-flaps" => flaps(&braid, seed),

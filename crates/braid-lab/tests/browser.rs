@@ -16,18 +16,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use braid::lab::netns::Topology;
-use braid::lab::run::Daemons;
-use braid::lab::scenario::Scenario;
+use braid_lab::netns::Topology;
+use braid_lab::run::Daemons;
+use braid_lab::scenario::Scenario;
 
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 const PAGE: &str = "http://127.0.0.1:9190/?samples=3";
 
 fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
-        .find_map(|n| braid::lab::netns::which(n))
+        .find_map(|n| braid_lab::netns::which(n))
 }
 
 /// Chromium in namespace `ns`, headless, with `args` and the page; its stdout.
@@ -95,7 +94,7 @@ fn the_dashboard_draws_live_figures_in_chromium() {
     let cfg_a = sc.daemon_config(true, &topo.links, None).unwrap()
         + "\n[monitor]\nlisten = \"127.0.0.1:9190\"\nhistory = false\n";
     let cfg_b = sc.daemon_config(false, &topo.links, None).unwrap();
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "page", &cfg_a, &cfg_b).unwrap();
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "page", &cfg_a, &cfg_b).unwrap();
     d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))
         .unwrap();
     let profile = topo.file("chromium-profile");

@@ -81,7 +81,7 @@ impl Lab {
         let keys = if extra.contains("encryption") {
             String::new()
         } else {
-            braid::lab::scenario::key_lines(side == 1)
+            braid_lab::scenario::key_lines(side == 1)
         };
         let mut t = format!("[bond]\ninterface = \"braid0\"\naddress = \"10.200.0.{side}/30\"\nmtu = 1300\n{keys}{extra}\n");
         for i in 0..paths {
@@ -397,7 +397,7 @@ class = "1:10"
 /// Send a datagram from side 1's bond address to side 2's through the bond and wait for
 /// its echo: true once one came back within `limit` (a ping without `ping`).
 fn bond_echo(lab: &Lab, limit: Duration) -> bool {
-    use braid::lab::netns::spawn_in_netns;
+    use braid_lab::netns::spawn_in_netns;
     use std::net::UdpSocket;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop2 = stop.clone();
@@ -447,7 +447,7 @@ fn proc_status(pid: u32, key: &str) -> String {
 
 /// Wait until `side`'s log holds `what` (at most `limit`).
 fn wait_log(lab: &Lab, side: u8, what: &str, limit: Duration) -> bool {
-    let t = braid::lab::netns::now();
+    let t = braid_lab::netns::now();
     while t.elapsed() < limit {
         if lab.log(side).contains(what) {
             return true;
@@ -640,7 +640,7 @@ fn idle_control_clients_do_not_lock_out_the_cli() {
         .map(|_| std::os::unix::net::UnixStream::connect(lab.sock(1)).expect("connect"))
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    let t = braid::lab::netns::now();
+    let t = braid_lab::netns::now();
     let o = lab.braid(1, &["status", "--json"]);
     // Answered: the lone daemon's bond is down (exit 4), which is not what is tested.
     assert!(

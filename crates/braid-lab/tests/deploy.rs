@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use braid::lab::netns::{self, now, Proc};
 use braid_core::crypto::{OsRng, PrivateKey};
+use braid_lab::netns::{self, now, Proc};
 use serde_json::Value;
 
 const INET_HOST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 80);
@@ -253,7 +253,7 @@ fn up(ns: &str, conf: &Path, sock: &Path, log: &Path) -> Result<Proc> {
 }
 
 fn status(sock: &Path) -> Result<Value> {
-    braid::lab::run::status(&common::braid(), sock)
+    braid_lab::run::status(&common::braid(), sock)
 }
 
 /// Per path: (state, tx_bytes) from `braid status --json`.

@@ -6,8 +6,8 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use braid::lab::matrix::case::{Case, FaultKind};
-use braid::lab::matrix::{self, Options};
+use braid_lab::matrix::case::{Case, FaultKind};
+use braid_lab::matrix::{self, Options};
 
 /// Cases without restarts: flaps (one of them of a bond's only path), junk
 /// of each shape at sealed and plain bonds, control-socket floods, a reload (skipped

@@ -14,11 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use braid::lab::netns::{self, Topology};
-use braid::lab::run::Daemons;
-use braid::lab::scenario::Scenario;
+use braid_lab::netns::{self, Topology};
+use braid_lab::run::Daemons;
+use braid_lab::scenario::Scenario;
 
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 const MONITOR: &str = "127.0.0.1:9190";
 
@@ -37,7 +36,7 @@ fn bring_up(state: &std::path::Path) -> Result<(Topology, Daemons)> {
             state.display()
         );
     let cfg_b = sc.daemon_config(false, &topo.links, None)?;
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "mon", &cfg_a, &cfg_b)?;
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "mon", &cfg_a, &cfg_b)?;
     d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))?;
     Ok((topo, d))
 }

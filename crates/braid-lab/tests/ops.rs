@@ -13,11 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use braid::lab::netns::{now, Topology};
-use braid::lab::run::{paths_of, Daemons};
-use braid::lab::scenario::key_lines;
+use braid_lab::netns::{now, Topology};
+use braid_lab::run::{paths_of, Daemons};
+use braid_lab::scenario::key_lines;
 
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 
 /// Side a's (or b's) config with the first `paths` links of `topo`; `bond` goes into
@@ -59,7 +58,7 @@ fn write(file: &Path, text: &str) {
 }
 
 fn braid(args: &[&str], sock: &Path) -> Output {
-    Command::new(BRAID)
+    Command::new(common::braid())
         .args(args)
         .arg("--control")
         .arg(sock)
@@ -131,7 +130,7 @@ fn reload_changes_paths_speeds_and_classes_under_a_tcp_flow() {
     let (ka, kb) = (key_lines(true), key_lines(false));
     let cfg_a = config(&topo, true, &ka, "", 2, "", SHAPE);
     let cfg_b = config(&topo, false, &kb, "", 2, "", "");
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "rl", &cfg_a, &cfg_b).unwrap();
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "rl", &cfg_a, &cfg_b).unwrap();
     d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))
         .unwrap();
     assert_eq!(common::ping(&topo.ns_a, BOND_B, 3).unwrap(), 3);
@@ -234,7 +233,7 @@ fn status_exits_3_when_degraded_and_4_when_down() {
     let fast = "probe_interval_ms = 50\n";
     let cfg_a = config(&topo, true, &key_lines(true), fast, 2, "", "");
     let cfg_b = config(&topo, false, &key_lines(false), fast, 2, "", "");
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "st", &cfg_a, &cfg_b).unwrap();
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "st", &cfg_a, &cfg_b).unwrap();
     d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))
         .unwrap();
     let code = |d: &Daemons| braid(&["status"], &d.sock_a).status.code();
@@ -277,7 +276,7 @@ fn mismatched_keys_are_said_in_the_log() {
     let kb_wrong = format!("private_key = \"{stranger}\"\n{peer}\n");
     let cfg_a = config(&topo, true, &key_lines(true), "", 1, "", "");
     let cfg_b = config(&topo, false, &kb_wrong, "", 1, "", "");
-    let d = Daemons::start(BRAID.as_ref(), &topo, "km", &cfg_a, &cfg_b).unwrap();
+    let d = Daemons::start(common::braid().as_path(), &topo, "km", &cfg_a, &cfg_b).unwrap();
     // a: b's initiations name a's key (mac1 is right) but come from an unknown key.
     let want_a =
         "handshake from 10.201.0.2:7000 on path p0 rejected: not the configured peer_public_key";

@@ -16,12 +16,11 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use braid::lab::netns::{self, now, Topology};
-use braid::lab::run::Daemons;
-use braid::lab::scenario::Scenario;
+use braid_lab::netns::{self, now, Topology};
+use braid_lab::run::Daemons;
+use braid_lab::scenario::Scenario;
 use serde_json::Value;
 
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 /// Longest outage the test accepts (the target, 1 s, is read from the printed figures).
 const BOUND: Duration = Duration::from_secs(5);
@@ -35,7 +34,7 @@ fn bring_up(plain: bool) -> Result<(Topology, Daemons)> {
     ))?;
     let cfg_a = sc.daemon_config(true, &topo.links, None)?;
     let cfg_b = sc.daemon_config(false, &topo.links, None)?;
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "r", &cfg_a, &cfg_b)?;
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "r", &cfg_a, &cfg_b)?;
     d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))?;
     Ok((topo, d))
 }

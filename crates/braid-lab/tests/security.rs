@@ -17,12 +17,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use anyhow::Result;
-use braid::lab::netns::{self, now, Topology};
-use braid::lab::run::Daemons;
 use braid_core::crypto::{OsRng, PrivateKey, PublicKey, Tunnel, TunnelConfig};
+use braid_lab::netns::{self, now, Topology};
+use braid_lab::run::Daemons;
 use serde_json::Value;
 
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 const A_PATH: &str = "10.201.0.1:7000";
 const B_PATH: &str = "10.201.0.2:7000";
@@ -168,7 +167,7 @@ fn bring_up(fwd: bool, extra: &str) -> Result<(Topology, Option<Forwarder>, Daem
     } else {
         configs(B_PATH, A_PATH, extra)
     };
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "sec", &ca, &cb)?;
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "sec", &ca, &cb)?;
     d.wait_paths_up(&["p0"], Duration::from_secs(20))?;
     Ok((topo, f, d))
 }
@@ -336,7 +335,8 @@ fn both_ends_started_together_are_up_within_a_second() {
     };
     let topo = Topology::new(1).expect("topology");
     let (ca, cb) = configs(B_PATH, A_PATH, "");
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "together", &ca, &cb).expect("start");
+    let mut d =
+        Daemons::start(common::braid().as_path(), &topo, "together", &ca, &cb).expect("start");
     d.wait_paths_up(&["p0"], Duration::from_secs(20))
         .expect("path up");
     let up = now() - d.started;
@@ -422,7 +422,8 @@ fn wrong_remote_is_found_by_roaming() {
     };
     let topo = Topology::new(1).expect("topology");
     let (ca, cb) = configs(B_PATH, "10.201.0.1:9999", "");
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "natted", &ca, &cb).expect("start");
+    let mut d =
+        Daemons::start(common::braid().as_path(), &topo, "natted", &ca, &cb).expect("start");
     d.wait_paths_up(&["p0"], Duration::from_secs(20))
         .expect("path up");
     let up = now() - d.started;
@@ -622,7 +623,7 @@ fn plain_mode_refuses_forged_datagrams_from_the_peers_address() {
         )
     };
     let mut d = Daemons::start(
-        BRAID.as_ref(),
+        common::braid().as_path(),
         &topo,
         "sec",
         &cfg(1, A_PATH, FWD_A),

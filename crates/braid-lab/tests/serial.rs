@@ -11,12 +11,11 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use anyhow::Result;
-use braid::lab::netns::Topology;
-use braid::lab::run::{paths_of, Daemons};
-use braid::lab::scenario::Scenario;
-use braid::lab::serial::{self, SerialLines};
+use braid_lab::netns::Topology;
+use braid_lab::run::{paths_of, Daemons};
+use braid_lab::scenario::Scenario;
+use braid_lab::serial::{self, SerialLines};
 
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 
 /// The tests here run one at a time: each drives emulated lines whose pacing a parallel
@@ -59,7 +58,7 @@ fn ping_and_tcp_through_a_bond_of_two_serial_lines() -> Result<()> {
     let devices = lines.devices();
     let cfg_a = sc.daemon_config_with(true, &topo.links, None, &devices)?;
     let cfg_b = sc.daemon_config_with(false, &topo.links, None, &devices)?;
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "serial", &cfg_a, &cfg_b)?;
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "serial", &cfg_a, &cfg_b)?;
     d.wait_paths_up(&["fast", "slow"], Duration::from_secs(15))?;
 
     let (replies, rtt) = serial::ping(&topo.ns_a, BOND_B, 5, Duration::from_millis(200), 56)?;
@@ -100,12 +99,12 @@ fn ping_and_tcp_through_a_bond_of_two_serial_lines() -> Result<()> {
 /// cleanup, so every interrupted lab left its namespaces behind.)
 #[test]
 fn interrupted_lab_stops_and_removes_its_namespaces() -> Result<()> {
-    use braid::lab::netns::now;
+    use braid_lab::netns::now;
     use std::process::{Command, Stdio};
     let Some(_one) = usable() else {
         return Ok(());
     };
-    let mut lab = Command::new(BRAID)
+    let mut lab = Command::new(common::braid())
         .args(["lab", "bentson", "--quiet"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

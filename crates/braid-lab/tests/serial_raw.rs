@@ -20,13 +20,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use braid::lab::netns::{self, Proc, Topology};
-use braid::lab::run::{paths_of, status, Daemons};
-use braid::lab::scenario::Scenario;
-use braid::lab::serial::{self, SerialLines};
 use braid::sys::tty::open_pty;
-
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
+use braid_lab::netns::{self, Proc, Topology};
+use braid_lab::run::{paths_of, status, Daemons};
+use braid_lab::scenario::Scenario;
+use braid_lab::serial::{self, SerialLines};
 
 fn usable() -> bool {
     common::serial_netns_usable("the raw-ip test")
@@ -180,7 +178,7 @@ fn raw_ip_slip_talks_to_a_classic_peer() -> Result<()> {
     std::fs::write(&conf, cfg)?;
     let sock = topo.file("raw.sock");
     let log = topo.file("raw.log");
-    let mut cmd = netns::ns_command(&topo.ns_a, BRAID);
+    let mut cmd = netns::ns_command(&topo.ns_a, common::braid());
     cmd.arg("up")
         .arg("--config")
         .arg(&conf)
@@ -192,7 +190,7 @@ fn raw_ip_slip_talks_to_a_classic_peer() -> Result<()> {
         if !daemon.running() {
             bail!("braid exited:\n{}", daemon.log_tail());
         }
-        if let Ok(v) = status(BRAID.as_ref(), &sock) {
+        if let Ok(v) = status(common::braid().as_path(), &sock) {
             break v;
         }
         if netns::now() > deadline {
@@ -269,7 +267,7 @@ fn raw_ip_slip_talks_to_a_classic_peer() -> Result<()> {
     if let Some(theirs) = sliplib_decode(&line) {
         assert_eq!(theirs, frames);
     }
-    let st = status(BRAID.as_ref(), &sock)?;
+    let st = status(common::braid().as_path(), &sock)?;
     let c = &st["io"][0]["serial"]["counters"];
     assert_eq!(c["rx_frames"], 4, "{c}");
     assert!(c["tx_frames"].as_u64().unwrap_or(0) >= 4, "{c}");
@@ -303,7 +301,7 @@ fn raw_ip_cslip_carries_tcp_between_two_braids() -> Result<()> {
     let cfg_a = sc.daemon_config_with(true, &topo.links, None, &devices)?;
     let cfg_b = sc.daemon_config_with(false, &topo.links, None, &devices)?;
     assert!(cfg_a.contains("raw-ip"), "{cfg_a}");
-    let mut d = Daemons::start(BRAID.as_ref(), &topo, "raw", &cfg_a, &cfg_b)?;
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "raw", &cfg_a, &cfg_b)?;
     d.wait_paths_up(&["line"], Duration::from_secs(10))?;
     let bytes = 150_000;
     let dst = Ipv4Addr::new(10, 200, 0, 2);

@@ -4,8 +4,8 @@
 //! Needs root; skips with a message otherwise, unless `BRAID_REQUIRE_NETNS=1`.
 mod common;
 
-use braid::lab::share::{self, ShareScenario};
-use braid::lab::udpgen;
+use braid_lab::share::{self, ShareScenario};
+use braid_lab::udpgen;
 
 const SCRIPT: &str = "\
 tc qdisc add dev eth0 root handle 1: htb default 20

@@ -8,8 +8,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use braid::lab::line::{Line, LineConfig};
 use braid::sys::tty::{self, Tty};
+use braid_lab::line::{Line, LineConfig};
 
 /// A pattern with every byte value, SLIP's specials included, that does not repeat within
 /// 65536 bytes (so a lost run shows where it was).

@@ -12,8 +12,8 @@ mod common;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use braid::lab::netns::{self, now, Proc, Topology};
 use braid_core::crypto::{OsRng, PrivateKey};
+use braid_lab::netns::{self, now, Proc, Topology};
 use serde_json::Value;
 
 fn up(
@@ -32,7 +32,7 @@ fn up(
 }
 
 fn status(sock: &std::path::Path) -> Result<Value> {
-    braid::lab::run::status(&common::braid(), sock)
+    braid_lab::run::status(&common::braid(), sock)
 }
 
 /// Wait until `ok` holds for `sock`'s status, or fail with the last status.

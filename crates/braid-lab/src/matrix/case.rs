@@ -5,8 +5,8 @@ use std::fmt;
 
 use anyhow::Result;
 
-use crate::lab::netns::Link;
-use crate::lab::scenario::Scenario;
+use crate::netns::Link;
+use crate::scenario::Scenario;
 
 /// braid's schedulers, each drawn with the same probability.
 pub const SCHEDULERS: &[&str] = &[
@@ -514,7 +514,7 @@ mod tests {
             let c = Case::draw(seed);
             let (a, b) = c.configs(&links).unwrap();
             for text in [&a, &b] {
-                let cfg = crate::config::Config::parse(text, "case.toml")
+                let cfg = braid::config::Config::parse(text, "case.toml")
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
                 assert_eq!(cfg.paths.len(), c.paths.len());
                 assert_eq!(cfg.bond.core.scheduler.name(), c.scheduler);

@@ -12,8 +12,8 @@ use anyhow::{anyhow, Context, Result};
 use serde_json::Value;
 
 use super::case::{FaultKind, JunkShape, Rng, Side};
-use crate::lab::netns::{self, now, Topology};
-use crate::lab::run::Daemons;
+use crate::netns::{self, now, Topology};
+use crate::run::Daemons;
 
 /// What a fault did.
 #[derive(Clone, Debug)]
@@ -409,7 +409,7 @@ fn junk_datagram(rng: &mut Rng, shape: JunkShape, buf: &mut [u8; 1400]) -> usize
 /// connection is closed when it returns.
 fn control_flood(sock: &Path, span: Duration) -> Result<u64> {
     let mut idle = Vec::new();
-    for _ in 0..(crate::control::MAX_CLIENTS + 8) {
+    for _ in 0..(braid::control::MAX_CLIENTS + 8) {
         if let Ok(c) = UnixStream::connect(sock) {
             idle.push(c);
         }
@@ -461,8 +461,8 @@ mod tests {
     #[test]
     fn reload_configs_change_and_change_back() {
         let c = super::super::case::Case::draw(58);
-        let links: Vec<crate::lab::netns::Link> = (0..4)
-            .map(|i| crate::lab::netns::Link {
+        let links: Vec<crate::netns::Link> = (0..4)
+            .map(|i| crate::netns::Link {
                 index: i,
                 dev_a: format!("a{i}"),
                 dev_b: format!("b{i}"),
@@ -477,7 +477,7 @@ mod tests {
             changed_config(&changed).unwrap().is_none(),
             "already changed"
         );
-        let cfg = crate::config::Config::parse(&changed, "x.toml").unwrap();
+        let cfg = braid::config::Config::parse(&changed, "x.toml").unwrap();
         for (p, d) in cfg.paths.iter().zip(&c.paths) {
             assert_eq!(p.bps, d.rate_bps / 10 * 8, "{changed}");
         }

@@ -156,7 +156,7 @@ pub fn check_pair(rx: &Value, rx_side: &str, tx: &Value, tx_side: &str) -> Vec<S
 /// queue, bytes in flight and datagrams sent and received; the non-zero drop and
 /// reorder counters.
 pub fn status_line(v: &Value) -> String {
-    use crate::status::{bytes, rate};
+    use braid::status::{bytes, rate};
     let st = &v["status"];
     let mut parts: Vec<String> = st["paths"]
         .as_array()

@@ -61,8 +61,7 @@ impl ReloadMode {
 pub fn has_reload(braid: &Path) -> bool {
     let mut cmd = Command::new(braid);
     cmd.args(["reload", "--help"]);
-    crate::lab::netns::run_timeout(&mut cmd, Duration::from_secs(10))
-        .is_ok_and(|o| o.status.success())
+    crate::netns::run_timeout(&mut cmd, Duration::from_secs(10)).is_ok_and(|o| o.status.success())
 }
 
 /// The command that replays the case of `seed`.
@@ -287,7 +286,7 @@ pub fn run(opts: &Options, seed: u64, cases: u64, quiet: bool) -> Result<MatrixR
 /// Run the cases of `seeds`, printing a line per case to stderr as each ends (unless
 /// `quiet`).
 pub fn run_seeds(opts: &Options, seeds: &[u64], quiet: bool) -> Result<MatrixReport> {
-    crate::lab::netns::install_signal_handler();
+    crate::netns::install_signal_handler();
     let mut results = Vec::new();
     for (k, &seed) in seeds.iter().enumerate() {
         let c = Case::draw(seed);
@@ -429,8 +428,8 @@ mod tests {
 
     #[test]
     fn reload_auto_asks_the_binary() {
-        let yes = crate::lab::netns::which("true").unwrap();
-        let no = crate::lab::netns::which("false").unwrap();
+        let yes = crate::netns::which("true").unwrap();
+        let no = crate::netns::which("false").unwrap();
         assert!(ReloadMode::Auto.resolve(&yes));
         assert!(!ReloadMode::Auto.resolve(&no));
         assert!(ReloadMode::On.resolve(&no));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use super::transfer::BOND_B;
-use crate::lab::netns::{self, now, Topology};
+use crate::netns::{self, now, Topology};
 
 /// Time between probes.
 pub const INTERVAL: Duration = Duration::from_millis(50);

@@ -14,8 +14,8 @@ use super::faults::{self, Ctx, Injected};
 use super::invariants;
 use super::probe::{self, Probe};
 use super::transfer::{Outcome, Transfer};
-use crate::lab::netns::{self, now, Topology};
-use crate::lab::run::{Daemons, UP_TIMEOUT};
+use crate::netns::{self, now, Topology};
+use crate::run::{Daemons, UP_TIMEOUT};
 
 /// A transfer that makes no progress this long is dead.
 pub const STALL: Duration = Duration::from_secs(10);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::case::mix;
-use crate::lab::netns::{self, now, Topology};
+use crate::netns::{self, now, Topology};
 
 /// Side b's bond address (the transfer's destination).
 pub const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);

@@ -1,7 +1,8 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the lab's integration tests: the gates for root and namespaces, the
+//! `braid` binary under test, transfers checked byte for byte, ping.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// True when the test may use root-only things (TUN, network namespaces). When not root,
 /// prints why the test is skipped and returns false, unless `BRAID_REQUIRE_NETNS=1`, in
@@ -31,9 +32,88 @@ pub fn require_root() -> bool {
     false
 }
 
-/// The braid binary under test.
+/// The braid binary under test: `target/<profile>/braid`, beside this test's `deps/`
+/// directory (`CARGO_BIN_EXE_braid` is set only in the braid package's own tests).
+/// `cargo test --workspace` builds it; when it is missing or older than the sources it is
+/// built from (`cargo test -p braid-lab` does not build it), a test run by cargo has cargo
+/// build it first, so that no test runs a stale daemon.
 pub fn braid() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_braid"))
+    static BRAID: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BRAID.get_or_init(fresh_braid).clone()
+}
+
+fn fresh_braid() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps/");
+    let braid = dir.join("braid");
+    let built = std::fs::metadata(&braid).and_then(|m| m.modified()).ok();
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let sources = [
+        "braid/src",
+        "braid/Cargo.toml",
+        "braid-core/src",
+        "braid-core/Cargo.toml",
+        "../Cargo.lock",
+        "../docs/config.md",
+    ]
+    .map(|s| crates.join(s));
+    let stale = match built {
+        None => true,
+        Some(t) => sources.iter().any(|s| newer_than(s, t)),
+    };
+    if let (true, Some(cargo), Some(target), Some(profile)) = (
+        stale,
+        std::env::var_os("CARGO"),
+        dir.parent(),
+        dir.file_name().and_then(|n| n.to_str()),
+    ) {
+        // `cargo test` builds with the test profile into target/debug/.
+        let profile = if profile == "debug" { "test" } else { profile };
+        eprintln!(
+            "{} is missing or older than its sources: building it",
+            braid.display()
+        );
+        let status = std::process::Command::new(cargo)
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "braid",
+                "--bin",
+                "braid",
+                "--profile",
+                profile,
+            ])
+            .arg("--target-dir")
+            .arg(target)
+            .status()
+            .expect("run cargo build -p braid");
+        assert!(status.success(), "cargo build -p braid: {status}");
+    }
+    assert!(
+        braid.is_file(),
+        "{} is missing: build it (cargo build -p braid, or cargo test --workspace)",
+        braid.display()
+    );
+    braid
+}
+
+/// True when `path`, or a file below it, changed after `t`.
+fn newer_than(path: &Path, t: std::time::SystemTime) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_dir() {
+        return meta.modified().is_ok_and(|m| m > t);
+    }
+    std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| newer_than(&e.path(), t))
 }
 
 /// A fresh scratch directory for one test.
@@ -46,7 +126,7 @@ pub fn scratch(tag: &str) -> PathBuf {
 
 /// Why namespace tests cannot run here (not root, no `ip`/`tc`, no TUN device), or None.
 pub fn netns_unusable() -> Option<&'static str> {
-    use braid::lab::netns;
+    use braid_lab::netns;
     if !netns::is_root() {
         Some("not running as root")
     } else if netns::which("ip").is_none() || netns::which("tc").is_none() {
@@ -89,7 +169,7 @@ pub fn netns_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
 /// (see [`runs`]).
 pub fn serial_netns_usable(what: &str) -> bool {
     let why = netns_unusable()
-        .or_else(|| (!braid::lab::serial::have_ping()).then_some("`ping` not found"));
+        .or_else(|| (!braid_lab::serial::have_ping()).then_some("`ping` not found"));
     runs(what, "network namespaces, a TUN device and ping", why)
 }
 
@@ -107,7 +187,7 @@ pub fn pattern(i: u64) -> u8 {
 /// and counts them in `received` as they come. Returns (sent, received); an error (a
 /// reset, a corrupted byte, a timeout) ends it.
 pub fn tcp_flow(
-    topo: &braid::lab::netns::Topology,
+    topo: &braid_lab::netns::Topology,
     dst: std::net::Ipv4Addr,
     port: u16,
     secs: f64,
@@ -115,7 +195,7 @@ pub fn tcp_flow(
     received: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) -> anyhow::Result<(u64, u64)> {
     use anyhow::{bail, Context};
-    use braid::lab::netns::{self, now};
+    use braid_lab::netns::{self, now};
     use std::io::{Read, Write};
     use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
     use std::time::Duration;
@@ -185,7 +265,7 @@ pub fn tcp_flow(
 /// ICMP echo from namespace `ns` to `dst` over a raw socket; the number of replies to
 /// `count` requests (1 s each at most).
 pub fn ping(ns: &str, dst: std::net::Ipv4Addr, count: u16) -> anyhow::Result<u16> {
-    use braid::lab::netns::{self, now};
+    use braid_lab::netns::{self, now};
     use socket2::{Domain, Protocol, Socket, Type};
     use std::io::Read;
     use std::net::{SocketAddr, SocketAddrV4};
