@@ -187,8 +187,9 @@ pub enum Command {
     /// Run the default lab scenario (needs root).
     #[command(disable_help_flag = true, disable_version_flag = true)]
     Demo {
-        /// for the lab's program `braid-lab` (`braid demo --help`)
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        /// for the lab's program `braid-lab` (`braid demo --help`); hidden: `demo` takes
+        /// none, as the lab's usage error says
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         args: Vec<OsString>,
     },
     /// Write the man pages and shell completions into DIR (scripts/package runs it).
