@@ -1,4 +1,5 @@
 //! The command line.
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
@@ -176,9 +177,21 @@ pub enum Command {
     /// Read a private key on stdin and print its public key (as `wg pubkey`).
     Pubkey,
     /// Run lab scenarios: two network namespaces joined by emulated paths (needs root).
-    Lab(lab::LabArgs),
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    Lab {
+        /// scenarios and options, for the lab's program `braid-lab` (`braid lab --help`
+        /// lists them)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Run the default lab scenario (needs root).
-    Demo,
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    Demo {
+        /// for the lab's program `braid-lab` (`braid demo --help`); hidden: `demo` takes
+        /// none, as the lab's usage error says
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<OsString>,
+    },
     /// Write the man pages and shell completions into DIR (scripts/package runs it).
     #[command(hide = true)]
     GenAssets {
@@ -396,8 +409,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             print_out(&(crate::keys::genkey() + "\n"))
         }
         Command::Pubkey => print_out(&(crate::keys::pubkey_from_stdin()? + "\n")),
-        Command::Lab(args) => lab::main(args),
-        Command::Demo => lab::demo(),
+        Command::Lab { args } => lab::exec("lab", &args),
+        Command::Demo { args } => lab::exec("demo", &args),
         Command::GenAssets { dir } => {
             let files = crate::assets::write_all(&dir)
                 .map_err(|e| anyhow::anyhow!("cannot write to {}: {e}", dir.display()))?;
@@ -450,29 +463,14 @@ mod tests {
             matches!(c.command, Command::Status { ref control, .. } if control.interface.as_deref() == Some("braid1"))
         );
         assert!(Cli::try_parse_from(["braid", "status", "-i", "b0", "--control", "/x"]).is_err());
-        let c = Cli::try_parse_from(["braid", "lab", "a.toml", "b", "--duration", "5"]).unwrap();
+        // The lab's arguments go to the lab's program as they are, --help included.
+        let c =
+            Cli::try_parse_from(["braid", "lab", "a.toml", "--duration", "5", "--help"]).unwrap();
         assert!(
-            matches!(c.command, Command::Lab(ref a) if a.scenarios.len() == 2 && a.duration == Some(5))
+            matches!(c.command, Command::Lab { ref args } if args == &["a.toml", "--duration", "5", "--help"])
         );
-        let c = Cli::try_parse_from([
-            "braid",
-            "lab",
-            "fault-matrix",
-            "--cases",
-            "3",
-            "--seed",
-            "9",
-            "--reload",
-            "on",
-        ])
-        .unwrap();
-        assert!(
-            matches!(c.command, Command::Lab(ref a) if a.cases == 3 && a.seed == Some(9) && a.reload == lab::matrix::ReloadMode::On)
-        );
-        let c = Cli::try_parse_from(["braid", "lab", "fault-matrix"]).unwrap();
-        assert!(
-            matches!(c.command, Command::Lab(ref a) if a.cases == 20 && a.seed.is_none() && a.reload == lab::matrix::ReloadMode::Auto)
-        );
+        let c = Cli::try_parse_from(["braid", "demo", "-h"]).unwrap();
+        assert!(matches!(c.command, Command::Demo { ref args } if args == &["-h"]));
     }
 
     #[test]

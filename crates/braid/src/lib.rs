@@ -1,5 +1,6 @@
-//! The braid program: CLI, config file, TUN, UDP paths, control socket, the daemon's event
-//! loop, and the lab.
+//! The braid program: CLI, config file, TUN, UDP paths, control socket and the daemon's
+//! event loop. The lab is a crate of its own (`crates/braid-lab`), which uses the config,
+//! file, status, tty and poll helpers from here.
 //!
 //! | module | what it is |
 //! | --- | --- |
@@ -18,7 +19,7 @@
 //! | [`status`] | `braid status`'s table |
 //! | [`top`] | `braid top`: the live figures in the terminal |
 //! | [`sys`] | Linux glue: TUN, UDP sockets, signals, poll |
-//! | [`lab`] | `braid lab` / `braid demo` |
+//! | [`lab`] | `braid lab` / `braid demo`: runs the lab's program, `braid-lab` |
 
 pub mod assets;
 pub mod classes;

@@ -2,7 +2,7 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = braid::cli::Cli::parse();
+    let cli = braid::cli::Cli::parse_from(braid::lab::help_args(std::env::args_os().collect()));
     match braid::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

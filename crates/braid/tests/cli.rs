@@ -51,8 +51,6 @@ fn help_everywhere() {
         ),
         (&["emancipate", "--help"], &["<NAME>", "--control"]),
         (&["set", "--help"], &["KEY=VALUE", "--control"]),
-        (&["lab", "--help"], &["--list", "--duration", "--json"]),
-        (&["demo", "--help"], &["Usage"]),
         (&["check", "--help"], &["--config"]),
         (&["help", "up"], &["--config"]),
     ];
@@ -64,6 +62,55 @@ fn help_everywhere() {
             assert!(out.contains(w), "{args:?} mentions {w}: {out}");
         }
     }
+}
+
+/// `braid lab` and `braid demo` run the lab's program `braid-lab` from beside the binary,
+/// else from PATH, with the arguments as given and its exit status (the lab's own help and
+/// figures are tested in crates/braid-lab/tests/cli.rs); without it, one clear line.
+#[test]
+fn lab_and_demo_run_the_lab_program() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = common::scratch("cli-lab");
+    let (bin, on_path) = (d.join("bin"), d.join("path"));
+    for dir in [&bin, &on_path] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+    }
+    let braid = bin.join("braid");
+    std::fs::copy(common::braid(), &braid).expect("copy braid");
+    let lab = |cmd: &mut Command| cmd.env("PATH", &on_path).output().expect("run braid");
+
+    let o = lab(Command::new(&braid).args(["demo"]));
+    assert_eq!(o.status.code(), Some(1));
+    let (out, err) = text(&o);
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(
+            "braid: `braid demo` runs the lab program `braid-lab`, which is not installed"
+        ) && err.contains("cargo build --release -p braid-lab"),
+        "{err}"
+    );
+
+    let fake = |dir: &std::path::Path, name: &str, status: u8| {
+        let p = dir.join("braid-lab");
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\necho \"{name}: $*\"\nexit {status}\n"),
+        )
+        .expect("write a stand-in braid-lab");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    };
+    fake(&on_path, "on PATH", 7);
+    let o = lab(Command::new(&braid).args(["lab", "--list", "a b", "--help"]));
+    assert_eq!(o.status.code(), Some(7));
+    assert_eq!(text(&o).0, "on PATH: lab --list a b --help\n");
+    fake(&bin, "beside", 0);
+    let o = lab(Command::new(&braid).args(["lab", "-h"]));
+    assert!(o.status.success());
+    assert_eq!(text(&o).0, "beside: lab -h\n");
+    let o = lab(Command::new(&braid).args(["help", "demo"]));
+    assert_eq!(text(&o).0, "beside: demo --help\n");
+    std::fs::remove_dir_all(&d).expect("remove scratch dir");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The Debian package, installed into a clean root: `scripts/package --debug` builds it
 //! (from the binary under test), `dpkg -x` unpacks it into an empty directory (not the
-//! host's /), and the braid in there runs `--version` and `check` on every shipped
-//! example; the unit passes `systemd-analyze verify`. Needs root and cargo-deb
+//! host's /), and the braid in there runs `--version`, `lab --list` (the braid-lab beside
+//! it) and `check` on every shipped example; the unit passes `systemd-analyze verify`. Needs root and cargo-deb
 //! (`scripts/setup` installs it); skips otherwise unless BRAID_REQUIRE_NETNS=1.
 mod common;
 
@@ -92,6 +92,7 @@ fn installs_and_checks_examples(root: &Path) {
     let braid = root.join("usr/bin/braid");
     // Everything a user looks for is where Debian puts it.
     for f in [
+        "usr/bin/braid-lab",
         "usr/lib/systemd/system/braid@.service",
         "usr/share/man/man8/braid.8.gz",
         "usr/share/man/man8/braid-up.8.gz",
@@ -112,6 +113,15 @@ fn installs_and_checks_examples(root: &Path) {
     assert_eq!(
         version.trim(),
         format!("braid {}", env!("CARGO_PKG_VERSION"))
+    );
+
+    // `braid lab` runs the lab installed beside it.
+    let list = run(Command::new(&braid)
+        .args(["lab", "--list"])
+        .env("PATH", "/nonexistent"));
+    assert!(
+        list.contains("demo") && list.contains("fault-matrix"),
+        "{list}"
     );
 
     // Every shipped example checks, with the key file it names made as it says.

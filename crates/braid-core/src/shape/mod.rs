@@ -8,13 +8,11 @@
 //! | [`classify`] | filters in priority order, first match wins, then the default class |
 //! | [`htb`] | the HTB class tree, token accounting, borrowing, DRR, leaf queues |
 //! | [`tc`] | reads `tc qdisc/class/filter add ... htb/u32` scripts into a [`spec::ShapeSpec`] |
-//! | [`theory`] | the fluid-model share each class should get, for reports and tests |
 
 pub mod classify;
 pub mod htb;
 pub mod spec;
 pub mod tc;
-pub mod theory;
 pub mod units;
 
 pub use self::htb::{ClassStats, Enqueued, ShapeError, Shaper};

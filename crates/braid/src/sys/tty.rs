@@ -1,6 +1,6 @@
 //! Serial lines: a tty opened non-blocking in raw mode (8N1, no flow control, no echo, no
 //! translation) at a fixed baud rate, for the serial path kind. Also the pseudo-terminal
-//! helper the lab's line emulator ([`crate::lab::line`]) is built on.
+//! helper the lab's line emulator (`braid_lab::line`) is built on.
 //!
 //! Errors name the device. A device that went away (a USB adapter unplugged, a pty whose
 //! master closed: EIO, ENXIO, ENODEV, ENOENT, or a read of 0 bytes, which is a hang-up) is

@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests. The tests that need the lab's fixtures
+//! (namespace topologies, transfers) are in `crates/braid-lab/tests`.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -44,12 +45,21 @@ pub fn scratch(tag: &str) -> PathBuf {
     d
 }
 
+/// The full path of `prog` on `PATH` or in the sbin directories (as the lab looks).
+fn which(prog: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
 /// Why namespace tests cannot run here (not root, no `ip`/`tc`, no TUN device), or None.
 pub fn netns_unusable() -> Option<&'static str> {
-    use braid::lab::netns;
-    if !netns::is_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
         Some("not running as root")
-    } else if netns::which("ip").is_none() || netns::which("tc").is_none() {
+    } else if which("ip").is_none() || which("tc").is_none() {
         Some("`ip`/`tc` (iproute2) not found")
     } else if !std::path::Path::new("/dev/net/tun").exists() {
         Some("/dev/net/tun missing")
@@ -83,159 +93,4 @@ pub fn netns_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
         return None;
     }
     Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-/// True when a namespace test over emulated serial lines may run: namespaces and `ping`
-/// (see [`runs`]).
-pub fn serial_netns_usable(what: &str) -> bool {
-    let why = netns_unusable()
-        .or_else(|| (!braid::lab::serial::have_ping()).then_some("`ping` not found"));
-    runs(what, "network namespaces, a TUN device and ping", why)
-}
-
-/// The byte at offset `i` of a test stream: not periodic, so reordering, loss or
-/// duplication anywhere shows as a mismatch.
-pub fn pattern(i: u64) -> u8 {
-    let mut z = (i / 8).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).to_le_bytes()[(i % 8) as usize]
-}
-
-/// One TCP connection from namespace a to `dst:port` in b (through the bond), sending for
-/// `secs` seconds or `limit` bytes, whichever ends first; the receiver checks every byte
-/// and counts them in `received` as they come. Returns (sent, received); an error (a
-/// reset, a corrupted byte, a timeout) ends it.
-pub fn tcp_flow(
-    topo: &braid::lab::netns::Topology,
-    dst: std::net::Ipv4Addr,
-    port: u16,
-    secs: f64,
-    limit: u64,
-    received: std::sync::Arc<std::sync::atomic::AtomicU64>,
-) -> anyhow::Result<(u64, u64)> {
-    use anyhow::{bail, Context};
-    use braid::lab::netns::{self, now};
-    use std::io::{Read, Write};
-    use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-    use std::time::Duration;
-    let addr = SocketAddr::V4(SocketAddrV4::new(dst, port));
-    let rx = netns::spawn_in_netns(&topo.ns_b, move || -> anyhow::Result<u64> {
-        let listener = TcpListener::bind(addr).context("bind in b")?;
-        listener.set_nonblocking(true)?;
-        let end = now() + Duration::from_secs(10);
-        let mut s = loop {
-            match listener.accept() {
-                Ok((s, _)) => break s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && now() < end => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => bail!("accept: {e}"),
-            }
-        };
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let mut buf = vec![0u8; 65536];
-        let mut off = 0u64;
-        loop {
-            let n = s.read(&mut buf).context("read in b")?;
-            if n == 0 {
-                return Ok(off);
-            }
-            for (k, &b) in buf[..n].iter().enumerate() {
-                if b != pattern(off + k as u64) {
-                    bail!("byte {} differs", off + k as u64);
-                }
-            }
-            off += n as u64;
-            received.store(off, std::sync::atomic::Ordering::Relaxed);
-        }
-    })?;
-    std::thread::sleep(Duration::from_millis(200));
-    let tx = netns::spawn_in_netns(&topo.ns_a, move || -> anyhow::Result<u64> {
-        let mut s =
-            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).context("connect from a")?;
-        s.set_write_timeout(Some(Duration::from_secs(10)))?;
-        let end = now() + Duration::from_secs_f64(secs);
-        let mut buf = vec![0u8; 65536];
-        let mut off = 0u64;
-        while off < limit && now() < end {
-            let n = (limit - off).min(buf.len() as u64) as usize;
-            for (k, b) in buf[..n].iter_mut().enumerate() {
-                *b = pattern(off + k as u64);
-            }
-            s.write_all(&buf[..n]).context("write from a")?;
-            off += n as u64;
-        }
-        s.shutdown(std::net::Shutdown::Write)?;
-        // Wait for the receiver to close, so that `off` bytes have all been delivered.
-        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-        let _ = s.read(&mut [0u8; 1]);
-        Ok(off)
-    })?;
-    let sent = tx
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    let got = rx
-        .join()
-        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
-    Ok((sent, got))
-}
-
-/// ICMP echo from namespace `ns` to `dst` over a raw socket; the number of replies to
-/// `count` requests (1 s each at most).
-pub fn ping(ns: &str, dst: std::net::Ipv4Addr, count: u16) -> anyhow::Result<u16> {
-    use braid::lab::netns::{self, now};
-    use socket2::{Domain, Protocol, Socket, Type};
-    use std::io::Read;
-    use std::net::{SocketAddr, SocketAddrV4};
-    use std::time::Duration;
-    let h = netns::spawn_in_netns(ns, move || -> anyhow::Result<u16> {
-        let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))?;
-        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
-        let id: u16 = (std::process::id() & 0xffff) as u16;
-        let to = SocketAddr::V4(SocketAddrV4::new(dst, 0)).into();
-        let mut replies = 0;
-        for seq in 1..=count {
-            let mut pkt = vec![8u8, 0, 0, 0];
-            pkt.extend_from_slice(&id.to_be_bytes());
-            pkt.extend_from_slice(&seq.to_be_bytes());
-            pkt.extend_from_slice(&[0xab; 56]);
-            let ck = checksum(&pkt);
-            pkt[2..4].copy_from_slice(&ck.to_be_bytes());
-            sock.send_to(&pkt, &to)?;
-            let end = now() + Duration::from_secs(1);
-            while now() < end {
-                let mut buf = [0u8; 1500];
-                let Ok(n) = (&sock).read(&mut buf) else {
-                    continue;
-                };
-                let b = &buf[..n];
-                let ihl = usize::from(b.first().copied().unwrap_or(0) & 0x0f) * 4;
-                let icmp = b.get(ihl..).unwrap_or(&[]);
-                if icmp.len() >= 8
-                    && icmp[0] == 0
-                    && icmp[4..6] == id.to_be_bytes()
-                    && icmp[6..8] == seq.to_be_bytes()
-                {
-                    replies += 1;
-                    break;
-                }
-            }
-        }
-        Ok(replies)
-    })?;
-    h.join().map_err(|_| anyhow::anyhow!("pinger panicked"))?
-}
-
-/// The Internet checksum (RFC 1071) of `b`.
-pub fn checksum(b: &[u8]) -> u16 {
-    let mut sum: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
