@@ -19,8 +19,8 @@ fuzz_target!(|data: &[u8]| {
     };
     match Config::parse(text, FILE) {
         Ok(config) => {
-            let (_bond, ids) = config
-                .build_bond(Instant::ZERO)
+            let (_endpoint, ids) = config
+                .build_endpoint(Instant::ZERO)
                 .expect("a validated config builds its bond");
             assert_eq!(ids.len(), config.paths.len());
         }

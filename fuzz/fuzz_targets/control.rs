@@ -70,12 +70,12 @@ fuzz_target!(|data: &[u8]| {
     let cfg = CONFIG.get_or_init(|| {
         Config::parse(BOND, "control-fuzz.toml").expect("the fixed config is valid")
     });
-    let (mut bond, _) = cfg.build_bond(now).expect("the fixed bond builds");
+    let (mut ep, _) = cfg.build_endpoint(now).expect("the fixed endpoint builds");
     if let Some(shape) = &cfg.shape {
         let shaper = braid_core::shape::Shaper::new(&shape.spec, 0, cfg.bond.core.mtu, now)
             .expect("the fixed shaper builds")
             .0;
-        bond.set_shaper(now, Some(shaper), false);
+        ep.bond_mut().set_shaper(now, Some(shaper), false);
     }
 
     match req {
@@ -96,19 +96,18 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Request::Emancipate { name } => {
-            if let Some(id) = bond.path_by_name(&name) {
-                bond.remove_path(now, id)
-                    .expect("removing an existing path");
-                assert!(bond.path_by_name(&name).is_none());
+            if let Some(id) = ep.bond().path_by_name(&name) {
+                ep.remove_path(now, id).expect("removing an existing path");
+                assert!(ep.bond().path_by_name(&name).is_none());
             }
         }
         Request::Set { name, bps } => {
-            if let Some(id) = bond.path_by_name(&name) {
-                let _ = bond.set_path_bps(id, bps);
+            if let Some(id) = ep.bond().path_by_name(&name) {
+                let _ = ep.bond_mut().set_path_bps(id, bps);
             }
         }
         Request::ClassChange { id, set } => {
-            let v = braid::classes::change(now, &mut bond, &id, &set);
+            let v = braid::classes::change(now, ep.bond_mut(), &id, &set);
             match v.get("ok") {
                 Some(Value::Bool(true)) => {}
                 Some(Value::Bool(false)) => {
