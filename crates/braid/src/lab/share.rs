@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::config::tc::parse_script;
 use anyhow::{anyhow, bail, Context, Result};
 use braid_core::shape::classify::Classifier;
-use braid_core::shape::tc::parse_script;
 use braid_core::shape::{theory, ClassId, ShapeSpec};
 use serde::{Deserialize, Serialize};
 
