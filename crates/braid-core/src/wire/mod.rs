@@ -36,6 +36,8 @@
 
 use core::time::Duration;
 
+pub mod ip;
+
 /// Wire version this build speaks.
 pub const VERSION: u8 = 1;
 /// Reserved for the authenticated-encryption envelope of a later version: a datagram
