@@ -17,4 +17,7 @@ pub mod theory;
 pub mod units;
 
 pub use self::htb::{ClassStats, Enqueued, ShapeError, Shaper};
-pub use self::spec::{ClassId, ClassSpec, FilterSpec, PortRange, Prefix, ShapeSpec};
+pub use self::spec::{
+    ClassId, ClassIdError, ClassSpec, FilterSpec, PortRange, PortRangeError, Prefix, PrefixError,
+    ShapeSpec,
+};

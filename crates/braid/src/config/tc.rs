@@ -696,7 +696,7 @@ impl Reader {
                 if slot.is_some() {
                     return Err(format!("`{a}` given twice (tc: Double \"{a}\" spec)"));
                 }
-                let bps = parse_rate(v)?;
+                let bps = parse_rate(v).map_err(|e| e.to_string())?;
                 if bps == 0 {
                     return Err(format!(
                         "{a} {v:?} is zero (below one byte per second; tc: \"rate\" is required)"
