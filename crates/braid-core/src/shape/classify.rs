@@ -201,12 +201,7 @@ fn stages(rules: &[Rule]) -> Vec<Stage> {
             stages.push(Stage::Scan(scan_from..k));
         }
         let mut first = HashMap::default();
-        for (key, r) in keys
-            .get(k..end)
-            .unwrap_or(&[])
-            .iter()
-            .zip(rules.get(k..end).unwrap_or(&[]))
-        {
+        for (key, r) in keys.iter().zip(rules).take(end).skip(k) {
             if let Some((_, _, addr)) = key {
                 first.entry(*addr).or_insert(r.class);
             }
@@ -265,7 +260,10 @@ impl Classifier {
         for stage in &self.stages {
             match stage {
                 Stage::Scan(range) => {
-                    let rules = self.rules.get(range.clone()).unwrap_or(&[]);
+                    let rules = self
+                        .rules
+                        .get(range.clone())
+                        .expect("stages() builds scan ranges within the rules");
                     if let Some(r) = rules.iter().find(|r| rule_matches(r, &f)) {
                         return r.class;
                     }
