@@ -5,8 +5,8 @@
 //! accepted exactly when the shaper accepts the spec, and then gives back the same spec.
 #![no_main]
 
-use braid::config::Config;
 use braid::config::tc::{parse_script, to_toml};
+use braid::config::Config;
 use braid_core::shape::Shaper;
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;
