@@ -1,12 +1,12 @@
-//! The tc script reader (`shape::tc::parse_script`) and `braid tc-import`'s output.
+//! The tc script reader (`braid::config::tc::parse_script`) and `braid tc-import`'s output.
 //!
 //! Checks: an error names a line of the script; a script that reads is turned into
-//! native `[shape]` TOML (`shape::tc::to_toml`), and that TOML, in a config file, is
+//! native `[shape]` TOML (`braid::config::tc::to_toml`), and that TOML, in a config file, is
 //! accepted exactly when the shaper accepts the spec, and then gives back the same spec.
 #![no_main]
 
+use braid::config::tc::{parse_script, to_toml};
 use braid::config::Config;
-use braid_core::shape::tc::{parse_script, to_toml};
 use braid_core::shape::Shaper;
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;

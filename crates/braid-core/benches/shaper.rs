@@ -11,7 +11,6 @@
 //! Run: `cargo bench -p braid-core --bench shaper`
 
 use braid_core::shape::classify::Classifier;
-use braid_core::shape::tc::parse_script;
 use braid_core::shape::{ClassId, ClassSpec, FilterSpec, Prefix, ShapeSpec, Shaper};
 use braid_core::Instant;
 
@@ -23,11 +22,43 @@ const PACKET: usize = 1400;
 const BACKLOG: usize = 64;
 /// Rounds run before measuring (several times the 1000-class tree's leaf count).
 const WARMUP: usize = 20_000;
-const SEED: &str = include_str!("../../../scenarios/htb-seed.tc");
-
-/// The seed's household, scaled to 10 Gbit/s so the bench is not waiting on tokens.
+/// The seed's household (`scenarios/htb-seed.tc`, as `braid tc-import` reads it: the tc
+/// reader is the program's, `braid::config::tc`), scaled to 10 Gbit/s so the bench is not
+/// waiting on tokens.
 fn seed_spec() -> ShapeSpec {
-    let mut spec = parse_script(SEED).expect("seed script").spec;
+    const MBIT: u64 = 1_000_000;
+    let root = ClassId::new(1, 1);
+    let mut classes = vec![ClassSpec::new(root, None, 10 * MBIT)];
+    classes[0].ceil_bps = Some(10 * MBIT);
+    let leaf = |minor: u16, rate_bps: u64, prio: u8| {
+        let mut c = ClassSpec::new(ClassId::new(1, minor), Some(root), rate_bps);
+        c.ceil_bps = Some(10 * MBIT);
+        c.prio = prio;
+        c
+    };
+    classes.push(leaf(0x10, 1_900_000, 1));
+    classes.push(leaf(0x11, 2_900_000, 1));
+    classes.push(leaf(0x12, 4_900_000, 1));
+    classes.push(leaf(0x13, 300_000, 0));
+    let filter = |prio: u32, src: &str, minor: u16| FilterSpec {
+        prio,
+        src: Some(Prefix::parse(src).expect("seed prefix")),
+        class: ClassId::new(1, minor),
+        ..FilterSpec::default()
+    };
+    let filters = vec![
+        filter(1, "192.168.1.110", 0x10),
+        filter(1, "192.168.1.111", 0x11),
+        filter(1, "192.168.1.112", 0x12),
+        filter(0xC000, "0.0.0.0/0", 0x13), // tc's `prio 0`: the kernel's first automatic priority
+    ];
+    let mut spec = ShapeSpec {
+        link_bps: None,
+        default_class: Some(ClassId::new(1, 0x13)),
+        classes,
+        filters,
+        ..ShapeSpec::default()
+    };
     for c in &mut spec.classes {
         c.rate_bps *= 1000;
         c.ceil_bps = c.ceil_bps.map(|b| b * 1000);

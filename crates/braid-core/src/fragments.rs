@@ -27,6 +27,7 @@
 
 use core::time::Duration;
 
+use crate::wire::ip::IpPacket;
 use crate::Instant;
 
 /// How long a group's verdict is kept.
@@ -58,38 +59,31 @@ impl GroupKey {
     /// The group of `packet` if it is an IPv4 fragment (more fragments, or an offset)
     /// or an IPv6 packet whose first extension header is a Fragment header.
     pub fn of(packet: &[u8]) -> Option<GroupKey> {
-        match packet.first()? >> 4 {
-            4 => {
-                let flags_offset = u16::from_be_bytes([*packet.get(6)?, *packet.get(7)?]);
-                if flags_offset & 0x3fff == 0 {
+        match IpPacket::new_checked(packet).ok()? {
+            IpPacket::V4(ip) => {
+                if !ip.is_fragment() {
                     return None; // neither MF nor an offset: a whole datagram
                 }
                 let mut src = [0u8; 16];
                 let mut dst = [0u8; 16];
-                src[..4].copy_from_slice(packet.get(12..16)?);
-                dst[..4].copy_from_slice(packet.get(16..20)?);
-                let id = u16::from_be_bytes([*packet.get(4)?, *packet.get(5)?]);
+                src[..4].copy_from_slice(&ip.src_addr());
+                dst[..4].copy_from_slice(&ip.dst_addr());
                 Some(GroupKey {
                     src,
                     dst,
-                    id: u32::from(id),
-                    proto: *packet.get(9)?,
+                    id: u32::from(ip.ident()),
+                    proto: ip.protocol(),
                 })
             }
-            6 => {
-                const FRAGMENT: u8 = 44;
-                if *packet.get(6)? != FRAGMENT {
-                    return None;
-                }
-                let frag = packet.get(40..48)?;
+            IpPacket::V6(ip) => {
+                let frag = ip.fragment_header()?;
                 Some(GroupKey {
-                    src: packet.get(8..24)?.try_into().ok()?,
-                    dst: packet.get(24..40)?.try_into().ok()?,
-                    id: u32::from_be_bytes(frag.get(4..8)?.try_into().ok()?),
-                    proto: *frag.first()?,
+                    src: ip.src_addr(),
+                    dst: ip.dst_addr(),
+                    id: frag.ident(),
+                    proto: frag.next_header(),
                 })
             }
-            _ => None,
         }
     }
 }

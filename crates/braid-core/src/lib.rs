@@ -14,7 +14,7 @@
 //! | [`crypto`] | keys, handshake, sealed datagrams, replay window |
 //! | [`sched`] | the [`sched::Scheduler`] trait and one file per policy |
 //! | [`serial`] | SLIP, SLIP6 and CSLIP framing |
-//! | [`shape`] | HTB link sharing: classes, classifier, tc script reader |
+//! | [`shape`] | HTB link sharing: classes, classifier |
 //! | [`reorder`] | receive-side reorder buffer and duplicate suppression |
 //! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
 //! | [`bond`] | the state machine tying them together |

@@ -89,10 +89,18 @@ pub fn change(now: Instant, bond: &mut Bond, id: &str, set: &Map<String, Value>)
             return control::error(format!("{k}: the value must be a string"));
         };
         let r = match k.as_str() {
-            "rate" => parse_rate(v).map(|b| spec.rate_bps = b),
-            "ceil" => parse_rate(v).map(|b| spec.ceil_bps = Some(b)),
-            "burst" => parse_size(v).map(|b| spec.burst = Some(b)),
-            "cburst" => parse_size(v).map(|b| spec.cburst = Some(b)),
+            "rate" => parse_rate(v)
+                .map(|b| spec.rate_bps = b)
+                .map_err(|e| e.to_string()),
+            "ceil" => parse_rate(v)
+                .map(|b| spec.ceil_bps = Some(b))
+                .map_err(|e| e.to_string()),
+            "burst" => parse_size(v)
+                .map(|b| spec.burst = Some(b))
+                .map_err(|e| e.to_string()),
+            "cburst" => parse_size(v)
+                .map(|b| spec.cburst = Some(b))
+                .map_err(|e| e.to_string()),
             "prio" => v
                 .parse::<u8>()
                 .ok()

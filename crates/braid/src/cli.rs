@@ -395,12 +395,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::TcImport { file } => {
             let text = crate::files::read_text(&file, crate::files::TEXT_MAX)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
-            let script = braid_core::shape::tc::parse_script(&text)
+            let script = crate::config::tc::parse_script(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             for n in &script.notes {
                 eprintln!("braid: note: {n}");
             }
-            print_out(&braid_core::shape::tc::to_toml(&script.spec))
+            print_out(&crate::config::tc::to_toml(&script.spec))
         }
         Command::Genkey => {
             if let Some(w) = crate::keys::genkey_output_warning() {

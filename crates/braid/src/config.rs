@@ -32,6 +32,7 @@ pub mod monitor;
 mod routing;
 mod security;
 mod shape;
+pub mod tc;
 pub use endpoint::Remote;
 pub use errors::parse_bps;
 pub use monitor::MonitorSettings;

@@ -11,25 +11,29 @@
 //! Only a plain IPv4 packet (any options, not a fragment) or an IPv6 packet whose next
 //! header is TCP is looked at; the TCP checksum is recomputed over the pseudo-header.
 
+use crate::flow::proto::TCP;
+use crate::wire::ip::{IpPacket, TcpPacket};
+
 /// If `packet` is a TCP SYN whose MSS option asks for segments larger than fit in
 /// `room` bytes of IP packet, lower the MSS to fit and fix the checksum. True if changed.
 pub(crate) fn clamp(packet: &mut [u8], room: usize) -> bool {
     let Some((ip_len, tcp_at, pseudo)) = tcp_of(packet) else {
         return false;
     };
-    let Some(tcp) = packet.get(tcp_at..ip_len) else {
+    let Some(tcp) = packet
+        .get(tcp_at..ip_len)
+        .and_then(|b| TcpPacket::new_checked(b).ok())
+    else {
         return false;
     };
-    let doff = usize::from(tcp.get(12).copied().unwrap_or(0) >> 4) * 4;
-    let syn = tcp.get(13).is_some_and(|f| f & 0x02 != 0);
-    if !syn || doff < 20 || doff > tcp.len() {
+    if !tcp.syn() {
         return false;
     }
     let max = room.saturating_sub(tcp_at + 20);
     let Ok(max) = u16::try_from(max) else {
         return false;
     };
-    let Some(at) = mss_option(&tcp[20..doff]) else {
+    let Some(at) = mss_option(tcp.options()) else {
         return false;
     };
     let at = tcp_at + 20 + at;
@@ -49,19 +53,21 @@ pub(crate) fn clamp(packet: &mut [u8], room: usize) -> bool {
 type Pseudo = fn(&[u8], usize) -> u32;
 
 fn tcp_of(p: &[u8]) -> Option<(usize, usize, Pseudo)> {
-    match p.first()? >> 4 {
-        4 => {
-            let ihl = usize::from(p[0] & 0x0f) * 4;
-            let len = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
-            let frag = u16::from_be_bytes([*p.get(6)?, *p.get(7)?]) & 0x3fff;
-            (ihl >= 20 && len <= p.len() && len >= ihl + 20 && frag == 0 && *p.get(9)? == 6)
+    match IpPacket::new_checked(p).ok()? {
+        IpPacket::V4(ip) => {
+            let len = usize::from(ip.total_len());
+            let ihl = ip.header_len();
+            (len <= p.len() && len >= ihl + 20 && !ip.is_fragment() && ip.protocol() == TCP)
                 .then_some((len, ihl, pseudo4 as Pseudo))
         }
-        6 => {
-            let len = 40 + usize::from(u16::from_be_bytes([*p.get(4)?, *p.get(5)?]));
-            (len <= p.len() && len >= 60 && *p.get(6)? == 6).then_some((len, 40, pseudo6 as Pseudo))
+        IpPacket::V6(ip) => {
+            let len = 40 + usize::from(ip.payload_len());
+            (len <= p.len() && len >= 60 && ip.next_header() == TCP).then_some((
+                len,
+                40,
+                pseudo6 as Pseudo,
+            ))
         }
-        _ => None,
     }
 }
 

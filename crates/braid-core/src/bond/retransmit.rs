@@ -17,47 +17,39 @@
 
 use core::num::NonZeroU64;
 
+use crate::flow::proto::TCP;
+use crate::wire::ip::{tcp_flags, IpPacket, Ipv6Packet, TcpPacket};
+
 /// Packets at the head of each path's queue compared with a retransmission.
 pub(crate) const SCAN: usize = 64;
-
-const TCP: u8 = 6;
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
 
 /// A TCP segment's identity, or `None` for anything that is not a TCP segment carrying
 /// data (pure acks, SYN, RST, fragments, non-TCP, IPv6 with extension headers, and
 /// anything malformed).
 pub(crate) fn segment_key(packet: &[u8]) -> Option<NonZeroU64> {
-    let version = packet.first()? >> 4;
-    let (addrs, tcp, ip_len) = match version {
-        4 => {
-            let ihl = usize::from(packet.first()? & 0x0f) * 4;
-            let frag = u16::from_be_bytes([*packet.get(6)?, *packet.get(7)?]);
-            if ihl < 20 || *packet.get(9)? != TCP || frag & 0x3fff != 0 {
+    // The addresses, the TCP header and the IP packet's length (its length field, capped
+    // at the bytes there are).
+    let ip = IpPacket::new_checked(packet).ok()?;
+    let (addrs, tcp, ip_len) = match &ip {
+        IpPacket::V4(ip) => {
+            if ip.protocol() != TCP || ip.is_fragment() {
                 return None;
             }
-            let total = usize::from(u16::from_be_bytes([*packet.get(2)?, *packet.get(3)?]));
-            (packet.get(12..20)?, ihl, total)
+            let len = usize::from(ip.total_len());
+            (ip.addr_bytes(), ip.header_len(), len)
         }
-        6 => {
-            if *packet.get(6)? != TCP {
+        IpPacket::V6(ip) => {
+            if ip.next_header() != TCP {
                 return None;
             }
-            let payload = usize::from(u16::from_be_bytes([*packet.get(4)?, *packet.get(5)?]));
-            (packet.get(8..40)?, 40, 40 + payload)
+            let len = Ipv6Packet::<&[u8]>::HEADER_LEN + usize::from(ip.payload_len());
+            (ip.addr_bytes(), Ipv6Packet::<&[u8]>::HEADER_LEN, len)
         }
-        _ => return None,
     };
     let ip_len = ip_len.min(packet.len());
-    let header = packet.get(tcp..tcp + 20)?;
-    let data_offset = usize::from(header[12] >> 4) * 4;
-    let flags = header[13];
-    if data_offset < 20 {
-        return None;
-    }
-    let payload = ip_len.checked_sub(tcp + data_offset)?;
-    if payload == 0 || flags & (SYN | RST) != 0 {
+    let segment = TcpPacket::new_checked(packet.get(tcp..)?).ok()?;
+    let payload = ip_len.checked_sub(tcp + segment.header_len())?;
+    if payload == 0 || segment.syn() || segment.rst() {
         return None;
     }
     // FNV-1a over the identity; the key only has to tell segments in one queue apart.
@@ -68,9 +60,11 @@ pub(crate) fn segment_key(packet: &[u8]) -> Option<NonZeroU64> {
         }
     };
     mix(addrs);
-    mix(&header[0..8]); // ports and sequence number
+    mix(&segment.src_port().to_be_bytes());
+    mix(&segment.dst_port().to_be_bytes());
+    mix(&segment.seq_number().to_be_bytes());
     mix(&(payload as u32).to_be_bytes());
-    mix(&[flags & FIN]);
+    mix(&[segment.flags() & tcp_flags::FIN]);
     NonZeroU64::new(h).or(NonZeroU64::new(1))
 }
 

@@ -94,7 +94,8 @@ impl MacKeys {
             return false;
         };
         let (body, macs) = msg.split_at(cut);
-        mac_eq(&self.mac1(body), macs.get(..MAC_LEN).unwrap_or(&[]))
+        let (mac1, _mac2) = macs.split_at(MAC_LEN);
+        mac_eq(&self.mac1(body), mac1)
     }
 
     /// Write mac1 and mac2 (zeros without a cookie) into the last 32 bytes of `msg`.
@@ -102,12 +103,12 @@ impl MacKeys {
         let Some(cut) = msg.len().checked_sub(2 * MAC_LEN) else {
             return;
         };
-        let m1 = self.mac1(msg.get(..cut).unwrap_or(&[]));
+        let m1 = self.mac1(msg.split_at(cut).0);
         if let Some(d) = msg.get_mut(cut..cut + MAC_LEN) {
             d.copy_from_slice(&m1);
         }
         let m2 = match cookie {
-            Some(c) => mac(c, &[msg.get(..cut + MAC_LEN).unwrap_or(&[])]),
+            Some(c) => mac(c, &[msg.split_at(cut + MAC_LEN).0]),
             None => [0u8; MAC_LEN],
         };
         if let Some(d) = msg.get_mut(cut + MAC_LEN..cut + 2 * MAC_LEN) {
@@ -179,7 +180,8 @@ impl CookieChecker {
         }
         let mut a = [0u8; 18];
         let n = address_bytes(src, &mut a);
-        mac(&self.secret, &[a.get(..n).unwrap_or(&[])])
+        let (addr, _) = a.split_at(n);
+        mac(&self.secret, &[addr])
     }
 
     /// Does the initiation `msg` carry a valid mac2 for `src`?
@@ -188,8 +190,9 @@ impl CookieChecker {
             return false;
         };
         let cookie = self.cookie(now, src, rng);
-        let want = mac(&cookie, &[msg.get(..cut).unwrap_or(&[])]);
-        mac_eq(&want, msg.get(cut..).unwrap_or(&[]))
+        let (body, mac2) = msg.split_at(cut);
+        let want = mac(&cookie, &[body]);
+        mac_eq(&want, mac2)
     }
 
     /// Write a cookie reply to the initiation in `msg` (from `src`) over `msg` itself,

@@ -43,8 +43,11 @@ pub(crate) enum HandshakeError {
     UnknownPeer,
 }
 
-fn params() -> Option<NoiseParams> {
-    NOISE_PARAMS.parse().ok()
+/// The Noise parameters: a constant string, so parsing it either always works or never.
+fn params() -> NoiseParams {
+    NOISE_PARAMS
+        .parse()
+        .expect("NOISE_PARAMS names a pattern and primitives snow supports")
 }
 
 fn psk_bytes(psk: Option<&PresharedKey>) -> [u8; 32] {
@@ -66,7 +69,7 @@ pub(crate) fn write_initiation(
     out: &mut [u8; INITIATION_LEN],
 ) -> Option<HandshakeState> {
     let psk = psk_bytes(psk);
-    let mut hs = Builder::new(params()?)
+    let mut hs = Builder::new(params())
         .local_private_key(local.as_bytes())
         .ok()?
         .remote_public_key(peer.as_bytes())
@@ -101,19 +104,18 @@ pub(crate) fn read_initiation(
     msg: &[u8],
 ) -> Result<ReadInitiation, HandshakeError> {
     let psk = psk_bytes(psk);
-    let mut hs = params()
-        .and_then(|p| {
-            Builder::new(p)
-                .local_private_key(local.as_bytes())
-                .ok()?
-                .psk(2, &psk)
-                .ok()?
-                .prologue(PROLOGUE)
-                .ok()?
-                .build_responder()
-                .ok()
-        })
-        .ok_or(HandshakeError::Failed)?;
+    let responder = || {
+        Builder::new(params())
+            .local_private_key(local.as_bytes())
+            .ok()?
+            .psk(2, &psk)
+            .ok()?
+            .prologue(PROLOGUE)
+            .ok()?
+            .build_responder()
+            .ok()
+    };
+    let mut hs = responder().ok_or(HandshakeError::Failed)?;
     let noise = msg.get(INIT_NOISE).ok_or(HandshakeError::Failed)?;
     let mut payload = [0u8; 64];
     let n = hs

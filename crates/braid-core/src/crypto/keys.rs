@@ -43,7 +43,10 @@ fn decode32(text: &str) -> Result<[u8; KEY_LEN], KeyError> {
     let n = STANDARD
         .decode_slice(text.as_bytes(), &mut out)
         .map_err(|_| KeyError::Base64)?;
-    let key: Result<[u8; KEY_LEN], _> = out.get(..n).unwrap_or(&[]).try_into();
+    let decoded = out
+        .get(..n)
+        .expect("decode_slice reports at most the buffer's length");
+    let key: Result<[u8; KEY_LEN], _> = decoded.try_into();
     out.zeroize();
     key.map_err(|_| KeyError::Length(n))
 }

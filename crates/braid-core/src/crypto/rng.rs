@@ -3,7 +3,7 @@
 //! Used for session indexes, retry jitter, cookie secrets and cookie nonces; the Noise
 //! ephemeral keys come from `snow`'s own OS RNG.
 
-use blake2::digest::{FixedOutput, Mac};
+use blake2::digest::{FixedOutput, KeyInit, Mac};
 use blake2::Blake2sMac256;
 use zeroize::Zeroize;
 
@@ -24,20 +24,19 @@ impl Rng {
 
     fn block(&mut self) -> [u8; 32] {
         self.counter = self.counter.wrapping_add(1);
-        match <Blake2sMac256 as Mac>::new_from_slice(&self.key) {
-            Ok(mut m) => {
-                Mac::update(&mut m, &self.counter.to_le_bytes());
-                m.finalize_fixed().into()
-            }
-            Err(_) => [0u8; 32],
-        }
+        // A fixed 32-byte key: BLAKE2s-MAC's key size, so keying cannot fail.
+        let mut m = <Blake2sMac256 as KeyInit>::new(&self.key.into());
+        Mac::update(&mut m, &self.counter.to_le_bytes());
+        m.finalize_fixed().into()
     }
 
     /// Fill `out` with pseudo-random bytes.
     pub fn fill(&mut self, out: &mut [u8]) {
         for chunk in out.chunks_mut(32) {
             let mut b = self.block();
-            chunk.copy_from_slice(b.get(..chunk.len()).unwrap_or(&[]));
+            // `chunks_mut(32)`: a chunk is at most the block's 32 bytes.
+            let (part, _) = b.split_at(chunk.len());
+            chunk.copy_from_slice(part);
             b.zeroize();
         }
     }

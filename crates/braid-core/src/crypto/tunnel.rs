@@ -621,7 +621,9 @@ impl Tunnel {
         let len = datagram.len();
         let d: &'a [u8] = datagram;
         Ok(Opened::Data {
-            plaintext: d.get(HEADER_LEN..len - TAG_LEN).unwrap_or(&[]),
+            plaintext: d
+                .get(HEADER_LEN..len - TAG_LEN)
+                .expect("the length was checked against OVERHEAD (header and tag) above"),
             session: id,
             counter,
         })
@@ -677,7 +679,10 @@ impl Tunnel {
         }
         if self.resend(now, datagram) {
             let d: &'a [u8] = datagram;
-            return Ok(Opened::Reply(d.get(..RESPONSE_LEN).unwrap_or(&[])));
+            let reply = d
+                .get(..RESPONSE_LEN)
+                .expect("a response is shorter than the initiation it was written over");
+            return Ok(Opened::Reply(reply));
         }
         if !self.checker.keys().check_mac1(datagram) {
             return Err(Rejected::BadMac1);
@@ -701,7 +706,10 @@ impl Tunnel {
                 }
                 self.counters.cookie_replies_sent += 1;
                 let d: &'a [u8] = datagram;
-                return Ok(Opened::Reply(d.get(..n).unwrap_or(&[])));
+                let reply = d
+                    .get(..n)
+                    .expect("a cookie reply is shorter than the initiation it was written over");
+                return Ok(Opened::Reply(reply));
             }
             if !self.limiter.allow(now, src.ip()) {
                 return Err(Rejected::RateLimited);

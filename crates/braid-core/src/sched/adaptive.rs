@@ -35,7 +35,9 @@
 
 use core::time::Duration;
 
+use crate::flow::proto::TCP;
 use crate::sched::{Choice, PathState, Scheduler};
+use crate::wire::ip::{IpPacket, TcpPacket};
 use crate::Instant;
 
 /// The rate assumed for a path whose speed is unknown: low, so that such a path gets a
@@ -57,19 +59,17 @@ pub fn skips_equalization(packet: &[u8]) -> bool {
     if packet.len() > SMALL_PACKET {
         return false;
     }
-    let tcp = match packet.first() {
-        Some(&b) if b >> 4 == 4 => (packet.get(9) == Some(&6)).then_some(usize::from(b & 0x0f) * 4),
-        Some(&b) if b >> 4 == 6 => (packet.get(6) == Some(&6)).then_some(40),
-        _ => None,
+    let ip = IpPacket::new_checked(packet);
+    let tcp = match &ip {
+        Ok(IpPacket::V4(ip)) if ip.protocol() == TCP => ip.payload(),
+        Ok(IpPacket::V6(ip)) if ip.next_header() == TCP => ip.payload(),
+        _ => return true,
     };
-    let Some(off) = tcp else {
+    // A TCP header that does not check out is left alone too, as any small packet.
+    let Ok(tcp) = TcpPacket::new_checked(tcp) else {
         return true;
     };
-    let (Some(&doff), Some(&flags)) = (packet.get(off + 12), packet.get(off + 13)) else {
-        return true;
-    };
-    let header_end = off + usize::from(doff >> 4) * 4;
-    flags & 0x02 == 0 && packet.len() <= header_end
+    !tcp.syn() && tcp.payload().is_empty()
 }
 
 /// When equalising, arrivals up to this much (or an eighth of the equalised delay) after

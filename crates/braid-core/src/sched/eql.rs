@@ -124,9 +124,8 @@ impl Eql {
                 continue;
             }
             let newer_known = paths
-                .get(i + 1..)
-                .unwrap_or(&[])
                 .iter()
+                .skip(i + 1)
                 .filter_map(|q| self.slaves.iter().position(|s| s.id == q.id))
                 .max();
             let at = newer_known.map_or(0, |pos| pos + 1);

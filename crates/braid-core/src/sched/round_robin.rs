@@ -14,7 +14,11 @@
 //! (splitmix64) for the random case, so a run is reproducible.
 
 use crate::sched::{Choice, PathState, Scheduler};
+use crate::wire::ip::Ipv4Packet;
 use crate::{Instant, PathId};
+
+/// IP protocol number of IGMP.
+const IGMP: u8 = 2;
 
 /// splitmix64: small, fast, and good enough to spread packets.
 #[derive(Clone, Debug)]
@@ -91,7 +95,7 @@ fn slave_by_id(paths: &[PathState], start: usize) -> Option<PathId> {
 
 /// An IPv4 packet carrying IGMP (protocol 2).
 fn is_igmp(packet: &[u8]) -> bool {
-    packet.len() >= 20 && packet.first().is_some_and(|b| b >> 4 == 4) && packet.get(9) == Some(&2)
+    Ipv4Packet::new_checked(packet).is_ok_and(|ip| ip.protocol() == IGMP)
 }
 
 impl Scheduler for RoundRobin {

@@ -30,11 +30,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 use super::spec::{ClassId, FilterSpec, PortRange, Prefix};
-
-const TCP: u8 = 6;
-const UDP: u8 = 17;
-const SCTP: u8 = 132;
-const UDPLITE: u8 = 136;
+#[cfg(test)]
+use crate::flow::proto::{SCTP, TCP, UDP, UDPLITE};
+use crate::wire::ip::{has_ports, IpPacket, Ports};
 
 /// A prefix in matching form: family, network bits and mask, as one u128.
 #[derive(Clone, Copy, Debug)]
@@ -203,12 +201,7 @@ fn stages(rules: &[Rule]) -> Vec<Stage> {
             stages.push(Stage::Scan(scan_from..k));
         }
         let mut first = HashMap::default();
-        for (key, r) in keys
-            .get(k..end)
-            .unwrap_or(&[])
-            .iter()
-            .zip(rules.get(k..end).unwrap_or(&[]))
-        {
+        for (key, r) in keys.iter().zip(rules).take(end).skip(k) {
             if let Some((_, _, addr)) = key {
                 first.entry(*addr).or_insert(r.class);
             }
@@ -267,7 +260,10 @@ impl Classifier {
         for stage in &self.stages {
             match stage {
                 Stage::Scan(range) => {
-                    let rules = self.rules.get(range.clone()).unwrap_or(&[]);
+                    let rules = self
+                        .rules
+                        .get(range.clone())
+                        .expect("stages() builds scan ranges within the rules");
                     if let Some(r) = rules.iter().find(|r| rule_matches(r, &f)) {
                         return r.class;
                     }
@@ -340,95 +336,47 @@ fn rule_matches(r: &Rule, f: &Fields) -> bool {
     true
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([
-        *b.get(at)?,
-        *b.get(at.checked_add(1)?)?,
-    ]))
-}
-
-fn has_ports(protocol: u8) -> bool {
-    matches!(protocol, TCP | UDP | UDPLITE | SCTP)
-}
-
-/// The ports at `at`, when `protocol` has ports and the bytes are there.
-fn ports_at(b: &[u8], protocol: u8, at: usize) -> Option<(u16, u16)> {
+fn ports(protocol: u8, l4: &[u8]) -> Option<(u16, u16)> {
     if !has_ports(protocol) {
         return None;
     }
-    Some((be16(b, at)?, be16(b, at.checked_add(2)?)?))
+    let p = Ports::new_checked(l4).ok()?;
+    Some((p.src_port(), p.dst_port()))
 }
 
+/// The fields of a packet, or `None` for anything that is not an IPv4 or IPv6 header
+/// (or an IPv6 extension header chain that ends early). Ports are read after the IPv4
+/// header's real length, or after the IPv6 extension headers, in a first fragment only.
 fn parse(b: &[u8]) -> Option<Fields> {
-    match b.first()? >> 4 {
-        4 => {
-            let ihl = usize::from(b.first()? & 0x0f) * 4;
-            if ihl < 20 || b.len() < ihl {
-                return None;
-            }
-            let src = u32::from_be_bytes(b.get(12..16)?.try_into().ok()?);
-            let dst = u32::from_be_bytes(b.get(16..20)?.try_into().ok()?);
-            let protocol = *b.get(9)?;
-            let frag_offset = be16(b, 6)? & 0x1fff;
-            let ports = if frag_offset == 0 {
-                ports_at(b, protocol, ihl)
+    match IpPacket::new_checked(b).ok()? {
+        IpPacket::V4(ip) => Some(Fields {
+            v6: false,
+            src: u128::from(u32::from_be_bytes(ip.src_addr())),
+            dst: u128::from(u32::from_be_bytes(ip.dst_addr())),
+            protocol: ip.protocol(),
+            tos: ip.tos(),
+            ports: if ip.frag_offset() == 0 {
+                ports(ip.protocol(), ip.payload())
             } else {
                 None
-            };
-            Some(Fields {
-                v6: false,
-                src: u128::from(src),
-                dst: u128::from(dst),
-                protocol,
-                tos: *b.get(1)?,
-                ports,
-            })
-        }
-        6 => {
-            if b.len() < 40 {
-                return None;
-            }
-            let src = u128::from_be_bytes(b.get(8..24)?.try_into().ok()?);
-            let dst = u128::from_be_bytes(b.get(24..40)?.try_into().ok()?);
-            let tos = (b.first()? << 4) | (b.get(1)? >> 4);
-            // Walk the extension headers that precede the upper layer (bounded).
-            let mut next = *b.get(6)?;
-            let mut at = 40usize;
-            let mut first_fragment = true;
-            for _ in 0..8 {
-                match next {
-                    // hop-by-hop, routing, destination options: (len + 1) * 8 bytes
-                    0 | 43 | 60 => {
-                        let len = (usize::from(*b.get(at + 1)?) + 1) * 8;
-                        next = *b.get(at)?;
-                        at += len;
-                    }
-                    // fragment: 8 bytes; a non-zero offset means no upper-layer header
-                    44 => {
-                        next = *b.get(at)?;
-                        if be16(b, at + 2)? >> 3 != 0 {
-                            first_fragment = false;
-                        }
-                        at += 8;
-                    }
-                    _ => break,
-                }
-            }
-            let ports = if first_fragment && !matches!(next, 0 | 43 | 60 | 44) {
-                ports_at(b, next, at)
-            } else {
-                None
-            };
+            },
+        }),
+        IpPacket::V6(ip) => {
+            let upper = ip.upper_layer().ok()?;
             Some(Fields {
                 v6: true,
-                src,
-                dst,
-                protocol: next,
-                tos,
-                ports,
+                src: u128::from_be_bytes(ip.src_addr()),
+                dst: u128::from_be_bytes(ip.dst_addr()),
+                protocol: upper.protocol,
+                tos: ip.traffic_class(),
+                ports: if upper.has_header() {
+                    b.get(upper.offset..)
+                        .and_then(|l4| ports(upper.protocol, l4))
+                } else {
+                    None
+                },
             })
         }
-        _ => None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Link sharing: a hierarchical token bucket shaper on the bond's egress, with Linux HTB
-//! semantics (`net/sched/sch_htb.c`), a packet classifier and a reader for `tc` scripts.
+//! semantics (`net/sched/sch_htb.c`) and a packet classifier. (The reader for `tc` scripts
+//! is a config-file reader: it lives in the `braid` program, `config/tc.rs`.)
 //!
 //! | module | what it is |
 //! | --- | --- |
@@ -7,13 +8,14 @@
 //! | [`units`] | tc's rate, size and time units (`kbit`, `mbit`, `kbps`, `1.5k`, ...) |
 //! | [`classify`] | filters in priority order, first match wins, then the default class |
 //! | [`htb`] | the HTB class tree, token accounting, borrowing, DRR, leaf queues |
-//! | [`tc`] | reads `tc qdisc/class/filter add ... htb/u32` scripts into a [`spec::ShapeSpec`] |
 
 pub mod classify;
 pub mod htb;
 pub mod spec;
-pub mod tc;
 pub mod units;
 
 pub use self::htb::{ClassStats, Enqueued, ShapeError, Shaper};
-pub use self::spec::{ClassId, ClassSpec, FilterSpec, PortRange, Prefix, ShapeSpec};
+pub use self::spec::{
+    ClassId, ClassIdError, ClassSpec, FilterSpec, PortRange, PortRangeError, Prefix, PrefixError,
+    ShapeSpec,
+};

@@ -30,7 +30,7 @@ impl ClassId {
     /// minor 255. Stricter than tc in two ways, because both are always mistakes in a
     /// braid config: a bare number (`10`, which tc reads as `0:10`) and a zero major
     /// (`:10`) are refused.
-    pub fn parse(s: &str) -> Result<ClassId, String> {
+    pub fn parse(s: &str) -> Result<ClassId, ClassIdError> {
         let hex = |t: &str| -> Option<u32> {
             let t = t
                 .strip_prefix("0x")
@@ -42,28 +42,74 @@ impl ClassId {
             u32::from_str_radix(t, 16).ok().filter(|&v| v < 0x1_0000)
         };
         let Some((maj, min)) = s.split_once(':') else {
-            return Err(format!(
-                "bad class id {s:?}: write MAJOR:MINOR in hexadecimal, such as \"1:10\""
-            ));
+            return Err(ClassIdError::NoColon(s.to_owned()));
         };
-        let major = hex(maj).ok_or_else(|| {
-            format!("bad class id {s:?}: major {maj:?} is not a hexadecimal number below 10000")
+        let major = hex(maj).ok_or_else(|| ClassIdError::BadMajor {
+            input: s.to_owned(),
+            major: maj.to_owned(),
         })?;
         if major == 0 {
-            return Err(format!(
-                "bad class id {s:?}: the major (the qdisc's handle, such as 1:) cannot be 0"
-            ));
+            return Err(ClassIdError::ZeroMajor(s.to_owned()));
         }
         let minor = if min.is_empty() {
             0
         } else {
-            hex(min).ok_or_else(|| {
-                format!("bad class id {s:?}: minor {min:?} is not a hexadecimal number below 10000")
+            hex(min).ok_or_else(|| ClassIdError::BadMinor {
+                input: s.to_owned(),
+                minor: min.to_owned(),
             })?
         };
         Ok(ClassId(major << 16 | minor))
     }
 }
+
+/// Why a class id does not read ([`ClassId::parse`]); each carries the text as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClassIdError {
+    /// No `:` between major and minor.
+    NoColon(String),
+    /// The major is not a hexadecimal number below 0x10000.
+    BadMajor {
+        /// The whole id.
+        input: String,
+        /// The major part.
+        major: String,
+    },
+    /// A zero major.
+    ZeroMajor(String),
+    /// The minor is not a hexadecimal number below 0x10000.
+    BadMinor {
+        /// The whole id.
+        input: String,
+        /// The minor part.
+        minor: String,
+    },
+}
+
+impl fmt::Display for ClassIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClassIdError::NoColon(s) => write!(
+                f,
+                "bad class id {s:?}: write MAJOR:MINOR in hexadecimal, such as \"1:10\""
+            ),
+            ClassIdError::BadMajor { input, major } => write!(
+                f,
+                "bad class id {input:?}: major {major:?} is not a hexadecimal number below 10000"
+            ),
+            ClassIdError::ZeroMajor(s) => write!(
+                f,
+                "bad class id {s:?}: the major (the qdisc's handle, such as 1:) cannot be 0"
+            ),
+            ClassIdError::BadMinor { input, minor } => write!(
+                f,
+                "bad class id {input:?}: minor {minor:?} is not a hexadecimal number below 10000"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ClassIdError {}
 
 impl fmt::Display for ClassId {
     /// As tc prints it: `1:10`, hexadecimal, no leading zeros.
@@ -146,14 +192,15 @@ impl Prefix {
     /// Parses `ADDR` (a host: /32 or /128) or `ADDR/LEN`, IPv4 or IPv6: `192.168.1.110`,
     /// `0.0.0.0/0`, `10.1.0.0/16`, `2001:db8::/32`. Host bits beyond the length are
     /// cleared (`10.1.2.3/16` becomes `10.1.0.0/16`), as u32's `key &= mask` does.
-    pub fn parse(s: &str) -> Result<Prefix, String> {
+    pub fn parse(s: &str) -> Result<Prefix, PrefixError> {
         let (a, l) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("bad prefix {s:?}: {a:?} is not an IPv4 or IPv6 address"))?;
+        let addr: IpAddr = a.parse().map_err(|_| PrefixError::BadAddress {
+            input: s.to_owned(),
+            addr: a.to_owned(),
+        })?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match l {
             None => max,
@@ -161,7 +208,11 @@ impl Prefix {
                 .parse::<u8>()
                 .ok()
                 .filter(|&n| n <= max && !l.starts_with('+'))
-                .ok_or_else(|| format!("bad prefix {s:?}: length {l:?} is not 0 to {max}"))?,
+                .ok_or_else(|| PrefixError::BadLength {
+                    input: s.to_owned(),
+                    len: l.to_owned(),
+                    max,
+                })?,
         };
         Ok(Prefix::new(addr, len))
     }
@@ -189,12 +240,85 @@ impl Prefix {
     }
 }
 
+/// Why a prefix does not read ([`Prefix::parse`]); each carries the text as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrefixError {
+    /// The address part is not an IPv4 or IPv6 address.
+    BadAddress {
+        /// The whole prefix.
+        input: String,
+        /// The address part.
+        addr: String,
+    },
+    /// The length is not a number from 0 to the family's width.
+    BadLength {
+        /// The whole prefix.
+        input: String,
+        /// The length part.
+        len: String,
+        /// The family's width (32 or 128).
+        max: u8,
+    },
+}
+
+impl fmt::Display for PrefixError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrefixError::BadAddress { input, addr } => write!(
+                f,
+                "bad prefix {input:?}: {addr:?} is not an IPv4 or IPv6 address"
+            ),
+            PrefixError::BadLength { input, len, max } => {
+                write!(f, "bad prefix {input:?}: length {len:?} is not 0 to {max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PrefixError {}
+
 impl fmt::Display for Prefix {
     /// `ADDR/LEN`, always with the length: `192.168.1.110/32`, `2001:db8::/32`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.addr, self.len)
     }
 }
+
+/// Why a port or port range does not read ([`PortRange::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortRangeError {
+    /// A port that is not a decimal number from 0 to 65535.
+    BadPort {
+        /// The whole range as given.
+        input: String,
+        /// The port, trimmed.
+        port: String,
+    },
+    /// `LO-HI` with `LO` above `HI`.
+    Reversed {
+        /// The whole range as given.
+        input: String,
+        /// The first port.
+        lo: u16,
+        /// The second port.
+        hi: u16,
+    },
+}
+
+impl fmt::Display for PortRangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortRangeError::BadPort { input, port } => {
+                write!(f, "bad port {port:?} in {input:?}: a number 0 to 65535")
+            }
+            PortRangeError::Reversed { input, lo, hi } => {
+                write!(f, "bad port range {input:?}: {lo} is above {hi}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PortRangeError {}
 
 /// An inclusive port range; a single port is `lo == hi`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,14 +331,17 @@ pub struct PortRange {
 
 impl PortRange {
     /// Parses `PORT` or `LO-HI` (inclusive, `LO <= HI`), decimal: `1010`, `1000-2000`.
-    pub fn parse(s: &str) -> Result<PortRange, String> {
-        let port = |t: &str| -> Result<u16, String> {
+    pub fn parse(s: &str) -> Result<PortRange, PortRangeError> {
+        let port = |t: &str| -> Result<u16, PortRangeError> {
             let t = t.trim();
+            let bad = || PortRangeError::BadPort {
+                input: s.to_owned(),
+                port: t.to_owned(),
+            };
             if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(format!("bad port {t:?} in {s:?}: a number 0 to 65535"));
+                return Err(bad());
             }
-            t.parse()
-                .map_err(|_| format!("bad port {t:?} in {s:?}: a number 0 to 65535"))
+            t.parse().map_err(|_| bad())
         };
         let (lo, hi) = match s.split_once('-') {
             Some((a, b)) => (port(a)?, port(b)?),
@@ -224,7 +351,11 @@ impl PortRange {
             }
         };
         if lo > hi {
-            return Err(format!("bad port range {s:?}: {lo} is above {hi}"));
+            return Err(PortRangeError::Reversed {
+                input: s.to_owned(),
+                lo,
+                hi,
+            });
         }
         Ok(PortRange { lo, hi })
     }
@@ -500,5 +631,47 @@ mod tests {
             let err = s.validate_basic().unwrap_err();
             assert!(err.contains(want), "{err:?} lacks {want:?}");
         }
+    }
+
+    /// The typed errors print the text the String errors printed (config errors show it).
+    #[test]
+    fn parse_error_texts() {
+        let text = |e: &dyn std::error::Error| e.to_string();
+        assert_eq!(
+            text(&ClassId::parse("10").unwrap_err()),
+            r#"bad class id "10": write MAJOR:MINOR in hexadecimal, such as "1:10""#
+        );
+        assert_eq!(
+            text(&ClassId::parse("x:1").unwrap_err()),
+            r#"bad class id "x:1": major "x" is not a hexadecimal number below 10000"#
+        );
+        assert_eq!(
+            text(&ClassId::parse("0:1").unwrap_err()),
+            r#"bad class id "0:1": the major (the qdisc's handle, such as 1:) cannot be 0"#
+        );
+        assert_eq!(
+            text(&ClassId::parse("1:10000").unwrap_err()),
+            r#"bad class id "1:10000": minor "10000" is not a hexadecimal number below 10000"#
+        );
+        assert_eq!(
+            text(&Prefix::parse("1.2.3/8").unwrap_err()),
+            r#"bad prefix "1.2.3/8": "1.2.3" is not an IPv4 or IPv6 address"#
+        );
+        assert_eq!(
+            text(&Prefix::parse("::/129").unwrap_err()),
+            r#"bad prefix "::/129": length "129" is not 0 to 128"#
+        );
+        assert_eq!(
+            text(&PortRange::parse("1-x").unwrap_err()),
+            r#"bad port "x" in "1-x": a number 0 to 65535"#
+        );
+        assert_eq!(
+            text(&PortRange::parse(" 70000").unwrap_err()),
+            r#"bad port "70000" in " 70000": a number 0 to 65535"#
+        );
+        assert_eq!(
+            text(&PortRange::parse("9-3").unwrap_err()),
+            "bad port range \"9-3\": 9 is above 3"
+        );
     }
 }

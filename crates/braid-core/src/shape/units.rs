@@ -11,6 +11,8 @@
 //! Verified against tc (iproute2 6.1) on this machine: see the `pinned_against_tc_6_1`
 //! tests.
 
+use core::fmt;
+
 /// Rate suffixes (`tc_util.c` `suffixes[]`), matched case-insensitively; the scale is in
 /// bit/s per unit.
 const RATE_SUFFIXES: &[(&str, f64)] = &[
@@ -136,6 +138,77 @@ fn strtod(s: &str) -> Option<(f64, &str)> {
     Some((if neg { -v } else { v }, &s[i + j..]))
 }
 
+/// What [`parse_rate`] or [`parse_size`] was reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quantity {
+    /// A rate ([`parse_rate`]).
+    Rate,
+    /// A size ([`parse_size`]).
+    Size,
+}
+
+/// What is wrong with a rate or a size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnitProblem {
+    /// It does not start with a number.
+    NoNumber,
+    /// A percent rate, which needs the device's speed.
+    Percent,
+    /// The unit after the number is not one tc knows.
+    UnknownUnit(String),
+    /// A negative number.
+    Negative,
+    /// Above the largest value (a u64 bit rate; a u32 byte size).
+    TooLarge,
+}
+
+/// A rate or size that does not read, with the text as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitError {
+    /// Rate or size.
+    pub quantity: Quantity,
+    /// The text that was read.
+    pub input: String,
+    /// What is wrong with it.
+    pub problem: UnitProblem,
+}
+
+impl UnitError {
+    fn new(quantity: Quantity, input: &str, problem: UnitProblem) -> Self {
+        Self {
+            quantity,
+            input: input.to_owned(),
+            problem,
+        }
+    }
+}
+
+impl fmt::Display for UnitError {
+    /// `bad rate "10furlongs": unknown unit "furlongs" (e.g. "10mbit", ...)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (what, examples) = match self.quantity {
+            Quantity::Rate => ("rate", r#""10mbit", "1.9mbit", "300kbit", "100kbps""#),
+            Quantity::Size => ("size", r#""1600", "15k", "1mb", "10kbit""#),
+        };
+        write!(f, "bad {what} {:?}: ", self.input)?;
+        match (&self.problem, self.quantity) {
+            (UnitProblem::NoNumber, _) => f.write_str("no number")?,
+            (UnitProblem::Percent, _) => {
+                f.write_str("percent rates need the device's speed; give an absolute rate")?
+            }
+            (UnitProblem::UnknownUnit(u), _) => write!(f, "unknown unit {u:?}")?,
+            (UnitProblem::Negative, _) => f.write_str("negative")?,
+            (UnitProblem::TooLarge, Quantity::Rate) => f.write_str("too large")?,
+            (UnitProblem::TooLarge, Quantity::Size) => {
+                f.write_str("too large (at most 4294967295 bytes)")?
+            }
+        }
+        write!(f, " (e.g. {examples})")
+    }
+}
+
+impl std::error::Error for UnitError {}
+
 /// Parses a rate as tc does (`get_rate64`) into bit/s: `10mbit`, `1.9mbit`, `.3mbit`,
 /// `100kbps` (kilobytes/s: 800 000 bit/s), `1Kibit` (1024 bit/s), `1e6bit`, and a bare
 /// number, which tc reads as **bits** per second (`8000` = 8 kbit/s). Suffixes are
@@ -143,31 +216,27 @@ fn strtod(s: &str) -> Option<(f64, &str)> {
 /// truncated). `0` is returned for rates below one byte per second; callers that need a
 /// non-zero rate check for it (tc says "rate is required"). Percent rates (`30%`) need a
 /// device speed and are refused.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let bad = |why: &str| {
-        format!("bad rate {s:?}: {why} (e.g. \"10mbit\", \"1.9mbit\", \"300kbit\", \"100kbps\")")
-    };
-    let (v, rest) = strtod(s).ok_or_else(|| bad("no number"))?;
+pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
+    let bad = |problem| UnitError::new(Quantity::Rate, s, problem);
+    let (v, rest) = strtod(s).ok_or_else(|| bad(UnitProblem::NoNumber))?;
     let scale = if rest.is_empty() {
         1.
     } else if rest.contains('%') {
-        return Err(bad(
-            "percent rates need the device's speed; give an absolute rate",
-        ));
+        return Err(bad(UnitProblem::Percent));
     } else {
         RATE_SUFFIXES
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(rest))
             .map(|&(_, scale)| scale)
-            .ok_or_else(|| bad(&format!("unknown unit {rest:?}")))?
+            .ok_or_else(|| bad(UnitProblem::UnknownUnit(rest.to_owned())))?
     };
     let bytes = v * scale / 8.;
     if bytes.is_nan() || bytes < 0. {
-        return Err(bad("negative"));
+        return Err(bad(UnitProblem::Negative));
     }
     // Largest byte rate whose bit rate still fits a u64.
     if bytes >= (u64::MAX / 8) as f64 {
-        return Err(bad("too large"));
+        return Err(bad(UnitProblem::TooLarge));
     }
     // C's double -> integer conversion truncates toward zero, as `as` does.
     Ok((bytes as u64) * 8)
@@ -177,10 +246,9 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
 /// `kb` ×1024; `m`, `mb` ×1024²; `g`, `gb` ×1024³; `kbit` ×128, `mbit` ×131072, `gbit`
 /// ×134217728 (kibibits, in bytes). Case-insensitive; fractions allowed (`1.5k` = 1536);
 /// truncated toward zero. Must fit in 32 bits.
-pub fn parse_size(s: &str) -> Result<u32, String> {
-    let bad =
-        |why: &str| format!("bad size {s:?}: {why} (e.g. \"1600\", \"15k\", \"1mb\", \"10kbit\")");
-    let (v, rest) = strtod(s).ok_or_else(|| bad("no number"))?;
+pub fn parse_size(s: &str) -> Result<u32, UnitError> {
+    let bad = |problem| UnitError::new(Quantity::Size, s, problem);
+    let (v, rest) = strtod(s).ok_or_else(|| bad(UnitProblem::NoNumber))?;
     let scale: f64 = match rest.to_ascii_lowercase().as_str() {
         "" | "b" => 1.,
         "k" | "kb" => 1024.,
@@ -189,14 +257,14 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
         "kbit" => 128.,
         "mbit" => 131_072.,
         "gbit" => 134_217_728.,
-        _ => return Err(bad(&format!("unknown unit {rest:?}"))),
+        _ => return Err(bad(UnitProblem::UnknownUnit(rest.to_owned()))),
     };
     let bytes = v * scale;
     if bytes.is_nan() || bytes < 0. {
-        return Err(bad("negative"));
+        return Err(bad(UnitProblem::Negative));
     }
     if bytes >= 4_294_967_296. {
-        return Err(bad("too large (at most 4294967295 bytes)"));
+        return Err(bad(UnitProblem::TooLarge));
     }
     Ok(bytes as u32)
 }
@@ -319,8 +387,14 @@ mod tests {
         ] {
             assert!(parse_rate(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(parse_rate("1e").unwrap_err().contains("unknown unit \"e\""));
-        assert!(parse_rate("10furlongs").unwrap_err().contains("furlongs"));
+        assert!(parse_rate("1e")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown unit \"e\""));
+        assert!(parse_rate("10furlongs")
+            .unwrap_err()
+            .to_string()
+            .contains("furlongs"));
         for bad in ["", "k", "15kib", "-1", "4g", "1tb", "15 k"] {
             assert!(parse_size(bad).is_err(), "{bad:?} accepted");
         }
@@ -392,6 +466,52 @@ mod tests {
             let exact = whole * 1_000_000 + frac * 1000;
             let got = parse_rate(&text).unwrap();
             prop_assert!(got == exact || got == exact - 8, "{} -> {}", text, got);
+        }
+    }
+
+    /// The typed errors print the text the String errors printed (config errors show it).
+    #[test]
+    fn error_texts() {
+        let cases = [
+            (
+                parse_rate("fast").unwrap_err(),
+                r#"bad rate "fast": no number (e.g. "10mbit", "1.9mbit", "300kbit", "100kbps")"#,
+            ),
+            (
+                parse_rate("30%").unwrap_err(),
+                r#"bad rate "30%": percent rates need the device's speed; give an absolute rate (e.g. "10mbit", "1.9mbit", "300kbit", "100kbps")"#,
+            ),
+            (
+                parse_rate("10furlongs").unwrap_err(),
+                r#"bad rate "10furlongs": unknown unit "furlongs" (e.g. "10mbit", "1.9mbit", "300kbit", "100kbps")"#,
+            ),
+            (
+                parse_rate("-1mbit").unwrap_err(),
+                r#"bad rate "-1mbit": negative (e.g. "10mbit", "1.9mbit", "300kbit", "100kbps")"#,
+            ),
+            (
+                parse_rate("1e30tbit").unwrap_err(),
+                r#"bad rate "1e30tbit": too large (e.g. "10mbit", "1.9mbit", "300kbit", "100kbps")"#,
+            ),
+            (
+                parse_size("big").unwrap_err(),
+                r#"bad size "big": no number (e.g. "1600", "15k", "1mb", "10kbit")"#,
+            ),
+            (
+                parse_size("1q").unwrap_err(),
+                r#"bad size "1q": unknown unit "q" (e.g. "1600", "15k", "1mb", "10kbit")"#,
+            ),
+            (
+                parse_size("-1").unwrap_err(),
+                r#"bad size "-1": negative (e.g. "1600", "15k", "1mb", "10kbit")"#,
+            ),
+            (
+                parse_size("4294967296").unwrap_err(),
+                r#"bad size "4294967296": too large (at most 4294967295 bytes) (e.g. "1600", "15k", "1mb", "10kbit")"#,
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
         }
     }
 }

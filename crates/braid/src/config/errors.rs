@@ -191,7 +191,7 @@ pub fn parse_bps(s: &str) -> Result<u64, String> {
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         return t.parse::<u64>().map_err(|_| format!("{s:?} is too large"));
     }
-    braid_core::shape::units::parse_rate(t)
+    braid_core::shape::units::parse_rate(t).map_err(|e| e.to_string())
 }
 
 impl<'de> Deserialize<'de> for Bps {

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use braid_core::shape::tc::parse_script;
 use braid_core::shape::units::{parse_rate, parse_size};
 use braid_core::shape::{ClassId, ClassSpec, FilterSpec, PortRange, Prefix, ShapeSpec};
 use serde::Deserialize;
 
+use super::tc::parse_script;
 use super::{at, VResult, S};
 
 /// A validated `[shape]` table.

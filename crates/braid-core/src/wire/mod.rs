@@ -36,6 +36,8 @@
 
 use core::time::Duration;
 
+pub mod ip;
+
 /// Wire version this build speaks.
 pub const VERSION: u8 = 1;
 /// Reserved for the authenticated-encryption envelope of a later version: a datagram
@@ -390,12 +392,16 @@ fn decode(b: &[u8], ty: MessageType) -> Message<'_> {
         MessageType::Data => Message::Data {
             seq: get_u64(b, field::SEQ),
             path_seq: get_u32(b, field::PATH_SEQ),
-            payload: b.get(DATA_HEADER_LEN..).unwrap_or(&[]),
+            payload: b
+                .get(DATA_HEADER_LEN..)
+                .expect("Packet::new_checked checked the data header"),
         },
         MessageType::PinnedData => Message::PinnedData {
             seq: get_u64(b, field::SEQ),
             path_seq: get_u32(b, field::PATH_SEQ),
-            payload: b.get(DATA_HEADER_LEN..).unwrap_or(&[]),
+            payload: b
+                .get(DATA_HEADER_LEN..)
+                .expect("Packet::new_checked checked the data header"),
         },
         MessageType::DataPart => Message::DataPart {
             seq: get_u64(b, field::SEQ),
@@ -407,7 +413,9 @@ fn decode(b: &[u8], ty: MessageType) -> Message<'_> {
                 Some(4) => MessageType::PinnedData,
                 _ => MessageType::Data,
             },
-            payload: b.get(DATA_PART_HEADER_LEN..).unwrap_or(&[]),
+            payload: b
+                .get(DATA_PART_HEADER_LEN..)
+                .expect("Packet::new_checked checked the part header"),
         },
         MessageType::Probe => Message::Probe {
             probe_seq: get_u32(b, field::PROBE_SEQ),

@@ -49,8 +49,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::spec::{ClassId, ClassSpec, FilterSpec, PortRange, Prefix, ShapeSpec};
-use super::units::{format_rate_exact, parse_rate, parse_size};
+use braid_core::shape::units::{format_rate_exact, parse_rate, parse_size};
+use braid_core::shape::{ClassId, ClassSpec, FilterSpec, PortRange, Prefix, ShapeSpec};
 
 /// A reader error, naming the 1-based line of the script.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -696,7 +696,7 @@ impl Reader {
                 if slot.is_some() {
                     return Err(format!("`{a}` given twice (tc: Double \"{a}\" spec)"));
                 }
-                let bps = parse_rate(v)?;
+                let bps = parse_rate(v).map_err(|e| e.to_string())?;
                 if bps == 0 {
                     return Err(format!(
                         "{a} {v:?} is zero (below one byte per second; tc: \"rate\" is required)"
@@ -1340,7 +1340,7 @@ mod tests {
         assert!(to_toml(&s.spec).contains("r2q = 1\n"));
     }
 
-    /// The seed's script, verbatim (`../shared/seeds/001_09f55539d7d6ed37.txt`).
+    /// The seed's script (the HTB link-sharing seed, 001), verbatim, as in `scenarios/htb-seed.tc`.
     const SEED: &str = r"#clear queuing discipline
 tc qdisc del dev eth1 root
 
