@@ -13,7 +13,6 @@ use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
 use braid::config::Config;
-use braid_core::endpoint::Endpoint;
 use braid_core::{Instant, PathId};
 use libfuzzer_sys::fuzz_target;
 
@@ -71,7 +70,11 @@ fuzz_target!(|input: Input| {
     let mut buf = vec![0u8; 70_000];
     for op in input.ops.into_iter().take(200) {
         match op {
-            Op::Udp { path, src, mut bytes } => {
+            Op::Udp {
+                path,
+                src,
+                mut bytes,
+            } => {
                 let p = usize::from(path % 2);
                 ep.handle_udp(now, ids[p], source(p, src), &mut bytes);
             }
@@ -91,11 +94,11 @@ fuzz_target!(|input: Input| {
             assert!(t.to.is_some(), "a UDP transmit with nowhere to go");
         }
         for _ in 0..10_000 {
-            let Some(chunk) = ep.poll_line_write(now, line) else {
+            let Some(len) = ep.poll_line_write(now, line).map(<[u8]>::len) else {
                 break;
             };
-            let n = chunk.len() / 2 + 1;
-            ep.line_wrote(line, n.min(chunk.len()));
+            // The tty takes about half of what is offered.
+            ep.line_wrote(line, (len / 2 + 1).min(len));
         }
         while ep.poll_deliver(now, &mut buf).is_some() {}
         while ep.poll_event().is_some() {}

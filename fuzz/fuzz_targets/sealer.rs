@@ -35,10 +35,10 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use braid::config::Config;
 use braid::seal::seal_config;
-use braid_core::endpoint::{Incoming, Roaming, Sealer};
 use braid_core::crypto::cookie::MacKeys;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, INITIATION_LEN, RESPONSE_LEN};
 use braid_core::crypto::PrivateKey;
+use braid_core::endpoint::{Incoming, Roaming, Sealer};
 use braid_core::wire;
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;
@@ -254,7 +254,11 @@ impl Harness {
                 delivered,
                 "path moved by a datagram that was not authenticated"
             );
-            assert_eq!(self.remote[p], Some(src), "path moved elsewhere than the source");
+            assert_eq!(
+                self.remote[p],
+                Some(src),
+                "path moved elsewhere than the source"
+            );
             let (n, _) = self
                 .delivered_from
                 .get(&(p, src))
