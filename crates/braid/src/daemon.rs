@@ -2,7 +2,7 @@
 //!
 //! Each turn reads the clock once ([`Clock::now`]), then: TUN reads (at most [`BATCH`])
 //! into `handle_tun_packet`; path reads, in batches, into `handle_udp` or (a serial
-//! line's frames) `handle_line_datagram`; control requests; then `turn_output`: the
+//! line's bytes) `handle_line_bytes`; control requests; then `turn_output`: the
 //! endpoint's timers, `poll_transmit` → each path's carrier (`daemon/carrier.rs`),
 //! `poll_deliver` → TUN write, `poll_event` → log. The loop sleeps until a fd is ready or
 //! the earliest of the endpoint's, the serial writers' and the socket-retry deadlines.

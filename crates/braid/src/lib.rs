@@ -8,13 +8,13 @@
 //! | [`cli`] | the command line (clap) and what each subcommand does |
 //! | [`classes`] | `braid class show/change`: the shaper's classes over the control socket |
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
-//! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::bond::Bond`] |
+//! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::endpoint::Endpoint`] |
 //! | [`files`] | bounded reads of configs, key files and scripts |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
 //! | [`log`] | the daemon's log lines: levels, the journal's `<N>` prefix, repeats |
 //! | [`monitor`] | the dashboard, `/metrics`, live events and history (`[monitor]`) |
 //! | [`privileges`] | `braid up --user`: what is kept after start, and `status`'s account |
-//! | [`seal`] | the [`seal::Sealer`]: path encryption between the bond and its sockets |
+//! | [`seal`] | the sealing a config makes ([`seal::seal_config`]) and its status object |
 //! | [`control`] | the control socket: JSON-lines protocol, server and client |
 //! | [`status`] | `braid status`'s table |
 //! | [`top`] | `braid top`: the live figures in the terminal |

@@ -158,8 +158,11 @@ pub struct Endpoint {
     /// The bond's datagram before it is sealed (and what an emulator releases).
     plain: Vec<u8>,
     replies: VecDeque<Reply>,
-    /// The sealer's handshake datagram going out on every path, and the next path's index.
+    /// The sealer's handshake datagram going out on every path (`handshake[..handshake_len]`;
+    /// the buffer keeps its size, so asking the sealer costs nothing when it has nothing),
+    /// and the next path's index.
     handshake: Vec<u8>,
+    handshake_len: usize,
     handshake_next: usize,
     events: VecDeque<Event>,
     /// A sealed datagram for a line (lines take it by copy into their lanes).
@@ -190,7 +193,8 @@ impl Endpoint {
             paths: Vec::new(),
             plain: vec![0; MAX_DATAGRAM],
             replies: VecDeque::new(),
-            handshake: Vec::new(),
+            handshake: vec![0; MAX_DATAGRAM],
+            handshake_len: 0,
             handshake_next: usize::MAX,
             events: VecDeque::new(),
             sealed: vec![0; MAX_DATAGRAM + 64],
@@ -509,33 +513,28 @@ impl Endpoint {
         loop {
             while let Some(side) = self.paths.get_mut(self.handshake_next) {
                 self.handshake_next += 1;
+                let datagram = self.handshake.get(..self.handshake_len)?;
                 let to = match &mut side.kind {
                     SideKind::Udp { remote: None, .. } => continue,
                     SideKind::Udp { remote, .. } => *remote,
                     SideKind::Line(line) => {
                         if !line.config().raw_ip {
-                            let _ = line.send(&self.handshake, true);
+                            let _ = line.send(datagram, true);
                         }
                         continue;
                     }
                 };
-                let len = self.handshake.len();
-                buf.get_mut(..len)?.copy_from_slice(&self.handshake);
+                buf.get_mut(..datagram.len())?.copy_from_slice(datagram);
                 return Some(Transmit {
                     path: side.id,
                     to,
-                    len,
+                    len: datagram.len(),
                     kind: Kind::Handshake,
                 });
             }
-            self.handshake.resize(MAX_DATAGRAM, 0);
-            let n = self.sealer.poll_transmit(now, &mut self.handshake);
-            self.handshake.truncate(n.unwrap_or(0));
-            if self.handshake.is_empty() {
-                // Nothing (more) to send: the loop above has nothing to go over.
-                self.handshake_next = usize::MAX;
-                return None;
-            }
+            // Nothing (more) to send: the loop above has nothing to go over.
+            self.handshake_next = usize::MAX;
+            self.handshake_len = self.sealer.poll_transmit(now, &mut self.handshake)?;
             self.handshake_next = 0;
         }
     }
