@@ -12,7 +12,7 @@ use braid_core::crypto::{OsRng, PrivateKey, TunnelConfig};
 use braid_core::emu::EmuConfig;
 use braid_core::endpoint::{Endpoint, EndpointConfig, SealConfig, Sealing};
 use braid_core::sched::SchedulerConfig;
-use braid_core::sim::{address, udp_packet, Pair, Side};
+use braid_core::sim::{address, udp_packet, Node, Pair, Side};
 use braid_core::Instant;
 
 fn main() {
@@ -26,6 +26,13 @@ fn ready_pair(scheduler: SchedulerConfig, paths: usize) -> Pair {
         ..BondConfig::default()
     };
     let mut pair = Pair::new(cfg);
+    add_fast_paths(&mut pair, paths);
+    pair
+}
+
+/// `paths` paths with pacing out of the way (a very fast link), then half a second for
+/// them to come up.
+fn add_fast_paths<N: Node>(pair: &mut Pair<N>, paths: usize) {
     let fast = CcConfig {
         initial_rate_bps: 100_000_000_000,
         min_rate_bps: 100_000_000_000,
@@ -41,7 +48,6 @@ fn ready_pair(scheduler: SchedulerConfig, paths: usize) -> Pair {
         pair.add_path(pc, EmuConfig::default());
     }
     pair.run_until(Instant::from_millis(500), |_| {});
-    pair
 }
 
 /// Move one packet A → B and everything both sides owe each other, at `now`.
@@ -127,21 +133,7 @@ fn ready_endpoints(sealed: bool, paths: usize) -> Pair<Endpoint> {
         Instant::ZERO,
     );
     let mut pair = Pair::of(a, b);
-    let fast = CcConfig {
-        initial_rate_bps: 100_000_000_000,
-        min_rate_bps: 100_000_000_000,
-        max_rate_bps: 0,
-        ..CcConfig::default()
-    };
-    for i in 0..paths {
-        let pc = PathConfig {
-            name: format!("p{i}"),
-            cc: fast,
-            ..PathConfig::default()
-        };
-        pair.add_path(pc, EmuConfig::default());
-    }
-    pair.run_until(Instant::from_millis(500), |_| {});
+    add_fast_paths(&mut pair, paths);
     pair
 }
 
