@@ -417,11 +417,11 @@ impl Daemon {
         };
         let (ep, notices) = (&mut self.ep, &mut self.notices);
         let id = p.id;
-        let name = p.name.clone();
         if let Carrier::Serial(s) = &mut p.carrier {
+            let name = &p.name;
             let r = s.read(&mut self.rx_buf, BATCH, &mut |bytes| {
                 ep.handle_line_bytes(now, id, bytes);
-                notices.after_incoming(now, &name, None, ep);
+                notices.after_incoming(now, name, None, ep);
             });
             if let Err(e) = r {
                 p.counters.recv_errors += 1;
@@ -433,7 +433,7 @@ impl Daemon {
         let outcome = p.recv_batch(now, &mut self.rx_batch);
         for (src, d) in self.rx_batch.datagrams() {
             ep.handle_udp(now, id, src, d);
-            notices.after_incoming(now, &name, Some(src), ep);
+            notices.after_incoming(now, &p.name, Some(src), ep);
         }
         if outcome != carrier::Outcome::Fine {
             ep.handle_path_error(now, id);
