@@ -1,4 +1,4 @@
-//! The whole endpoint the daemon runs (`braid_core::endpoint::Endpoint`, made from a
+//! The whole endpoint the daemon runs (`braid_core::Endpoint`, made from a
 //! config as `braid up` makes it: two UDP paths and a CSLIP serial line, with keys or
 //! without) fed arbitrary datagrams on its UDP paths from any source, arbitrary line
 //! bytes, arbitrary TUN packets, and time passing.

@@ -10,7 +10,7 @@
 //! through `peek_frame`, and every transmit hash policy gives both the same hash.
 #![no_main]
 
-use braid_core::flow::{self, DissectOpts, L2Header};
+use braid_core::fuzzing::{flow, DissectOpts, L2Header};
 use braid_core::hash::{self, HashPolicy};
 use libfuzzer_sys::fuzz_target;
 

@@ -8,9 +8,9 @@
 //! extension walk that ends where an upper-layer header starts or says it did not end).
 #![no_main]
 
-use braid_core::fragments::GroupKey;
-use braid_core::sched::adaptive::skips_equalization;
-use braid_core::shape::classify::Classifier;
+use braid_core::fuzzing::GroupKey;
+use braid_core::fuzzing::skips_equalization;
+use braid_core::shape::Classifier;
 use braid_core::shape::{ClassId, FilterSpec, PortRange, Prefix};
 use braid_core::wire::ip::{
     is_extension_header, IpPacket, Ports, TcpPacket, MAX_EXTENSION_HEADERS,

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use braid_core::reorder::{Inserted, ReorderBuffer};
+use braid_core::fuzzing::{Inserted, ReorderBuffer};
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;
 

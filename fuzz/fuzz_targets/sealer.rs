@@ -1,4 +1,4 @@
-//! The endpoint's receive side, `braid_core::endpoint::Sealer::incoming` (the sealer the
+//! The endpoint's receive side, `braid_core::Sealer::incoming` (the sealer the
 //! daemon's `Endpoint` runs, made from a config as `braid up` makes it), on a bond of
 //! three UDP paths, with an honest peer `Sealer` at the other end.
 //!
@@ -35,10 +35,10 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use braid::config::Config;
 use braid::seal::seal_config;
-use braid_core::crypto::cookie::MacKeys;
+use braid_core::fuzzing::MacKeys;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, INITIATION_LEN, RESPONSE_LEN};
 use braid_core::crypto::PrivateKey;
-use braid_core::endpoint::{Incoming, Roaming, Sealer};
+use braid_core::{Incoming, Roaming, Sealer};
 use braid_core::wire;
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;

@@ -25,7 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
-use braid_core::crypto::cookie::MacKeys;
+use braid_core::fuzzing::MacKeys;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, INITIATION_LEN, OVERHEAD, RESPONSE_LEN};
 use braid_core::crypto::{Opened, PresharedKey, PrivateKey, PublicKey, Tunnel, TunnelConfig};
 use braid_core::Instant;

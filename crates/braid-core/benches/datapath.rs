@@ -7,13 +7,13 @@
 use core::time::Duration;
 
 use braid_core::bond::{BondConfig, PathConfig};
-use braid_core::cc::CcConfig;
 use braid_core::crypto::{OsRng, PrivateKey, TunnelConfig};
 use braid_core::emu::EmuConfig;
-use braid_core::endpoint::{Endpoint, EndpointConfig, SealConfig, Sealing};
-use braid_core::sched::SchedulerConfig;
 use braid_core::sim::{address, udp_packet, Node, Pair, Side};
+use braid_core::CcConfig;
 use braid_core::Instant;
+use braid_core::SchedulerConfig;
+use braid_core::{Endpoint, EndpointConfig, SealConfig, Sealing};
 
 fn main() {
     divan::main();

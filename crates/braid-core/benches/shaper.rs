@@ -10,7 +10,7 @@
 //!
 //! Run: `cargo bench -p braid-core --bench shaper`
 
-use braid_core::shape::classify::Classifier;
+use braid_core::shape::Classifier;
 use braid_core::shape::{ClassId, ClassSpec, FilterSpec, Prefix, ShapeSpec, Shaper};
 use braid_core::Instant;
 

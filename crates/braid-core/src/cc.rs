@@ -63,25 +63,25 @@ pub enum CcMode {
 }
 
 /// Send records kept (datagrams in flight are capped below this).
-pub const SEND_RING: usize = 8192;
+pub(crate) const SEND_RING: usize = 8192;
 /// The delay exit from Startup waits until `STARTUP_GAIN × btl_bw` is at least this
 /// fraction of the pacing rate (the samples reflect what is being sent).
 const CAUGHT_UP: f64 = 2.0;
 /// Startup also ends when the smoothed RTT exceeds `1.25 × min_rtt` plus this.
-pub const STARTUP_DELAY_SLACK: Duration = Duration::from_millis(2);
+pub(crate) const STARTUP_DELAY_SLACK: Duration = Duration::from_millis(2);
 /// Pacing gain in Startup (2/ln 2).
-pub const STARTUP_GAIN: f64 = 2.885;
+pub(crate) const STARTUP_GAIN: f64 = 2.885;
 /// Pacing gain cycle in ProbeBW, one phase per `min_rtt`.
-pub const PROBE_BW_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+pub(crate) const PROBE_BW_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 /// cwnd gain in ProbeBW.
-pub const CWND_GAIN: f64 = 2.0;
+pub(crate) const CWND_GAIN: f64 = 2.0;
 /// Bandwidth filter window, in round trips.
-pub const BW_WINDOW_ROUNDS: u64 = 10;
+pub(crate) const BW_WINDOW_ROUNDS: u64 = 10;
 /// min-RTT filter window.
-pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+pub(crate) const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// Catch-up credit of the pacer: after idle (or a late poll) up to this much time's worth
 /// of datagrams, and at least one more datagram, may leave back to back.
-pub const PACING_BURST: Duration = Duration::from_millis(1);
+pub(crate) const PACING_BURST: Duration = Duration::from_millis(1);
 /// Datagram size assumed for floors before a datagram has been sent.
 const DEFAULT_DATAGRAM: u64 = 1500;
 /// cwnd never below this many datagrams.
@@ -210,7 +210,7 @@ fn micros(d: Duration) -> u64 {
 
 /// A path's capacity and delay model, and its pacer.
 #[derive(Debug)]
-pub struct PathCc {
+pub(crate) struct PathCc {
     cfg: CcConfig,
     ring: Box<[SendRec]>,
     mode: CcMode,
@@ -261,7 +261,7 @@ pub struct PathCc {
 
 impl PathCc {
     /// A fresh model.
-    pub fn new(cfg: CcConfig, now: Instant) -> Self {
+    pub(crate) fn new(cfg: CcConfig, now: Instant) -> Self {
         let mut cc = Self {
             cfg,
             ring: vec![EMPTY_REC; SEND_RING].into_boxed_slice(),
@@ -306,7 +306,7 @@ impl PathCc {
 
     /// A data datagram of `len` bytes with `path_seq` left for the network.
     /// `app_limited` is true when braid had nothing else queued for this path.
-    pub fn on_send(&mut self, now: Instant, path_seq: u32, len: usize, app_limited: bool) {
+    pub(crate) fn on_send(&mut self, now: Instant, path_seq: u32, len: usize, app_limited: bool) {
         let len = len as u64;
         self.max_datagram = self.max_datagram.max(len).min(65_535);
         if self.stalled(now) {
@@ -360,7 +360,7 @@ impl PathCc {
     }
 
     /// Receiver feedback arrived.
-    pub fn on_ack(&mut self, now: Instant, ack: &Ack) {
+    pub(crate) fn on_ack(&mut self, now: Instant, ack: &Ack) {
         let (Some(last), Some(acked_seq)) = (self.last_sent_seq, self.acked_seq) else {
             return; // nothing sent yet
         };
@@ -511,7 +511,7 @@ impl PathCc {
 
     /// Earliest time a datagram of `len` bytes may be sent (pacing and cwnd);
     /// `None` while the congestion window is full (wait for an ack).
-    pub fn next_send_time(&self, now: Instant, len: usize) -> Option<Instant> {
+    pub(crate) fn next_send_time(&self, now: Instant, len: usize) -> Option<Instant> {
         let inflight = self.inflight_bytes();
         if inflight > 0 && !self.stalled(now) {
             if inflight.saturating_add(len as u64) > self.cwnd {
@@ -529,7 +529,7 @@ impl PathCc {
 
     /// The path went down or came back: forget inflight and restart estimation, keeping
     /// the last capacity estimate as a starting point.
-    pub fn reset(&mut self, now: Instant) {
+    pub(crate) fn reset(&mut self, now: Instant) {
         let estimate = self.capacity_bytes_per_sec();
         self.acked_cum = self.total_sent;
         if let Some(last) = self.last_sent_seq {
@@ -568,7 +568,7 @@ impl PathCc {
     /// window opens to what the current pace sends in two such RTTs, so that a long path
     /// is not held to the initial 16 datagrams per round trip (1.6 Mbit/s at 120 ms)
     /// while Startup has yet to measure anything. The pacer still limits the rate.
-    pub fn hint_rtt(&mut self, rtt: Duration) {
+    pub(crate) fn hint_rtt(&mut self, rtt: Duration) {
         if self.has_min_rtt || self.filled_pipe {
             return;
         }
@@ -578,24 +578,24 @@ impl PathCc {
     }
 
     /// Current pacing rate, bit/s.
-    pub fn pacing_rate_bps(&self) -> u64 {
+    pub(crate) fn pacing_rate_bps(&self) -> u64 {
         (self.pacing_rate * 8.0) as u64
     }
 
     /// Estimated bottleneck capacity (max recent delivery rate), bit/s; 0 when unknown.
-    pub fn capacity_bps(&self) -> u64 {
+    pub(crate) fn capacity_bps(&self) -> u64 {
         self.capacity_bytes_per_sec().saturating_mul(8)
     }
 
     /// Pace at exactly `bps` from now on (a line of known rate): the cap and the floor.
-    pub fn set_fixed_rate_bps(&mut self, bps: u64) {
+    pub(crate) fn set_fixed_rate_bps(&mut self, bps: u64) {
         self.cfg.max_rate_bps = bps;
         self.cfg.min_rate_bps = bps;
         self.pacing_rate = self.clamp_rate(self.pacing_rate);
     }
 
     /// Change the pacing cap, bit/s (0 = none); takes effect at the next ack.
-    pub fn set_max_rate_bps(&mut self, bps: u64) {
+    pub(crate) fn set_max_rate_bps(&mut self, bps: u64) {
         self.cfg.max_rate_bps = bps;
         if bps > 0 {
             self.pacing_rate = self.pacing_rate.min(bps as f64 / 8.0);
@@ -604,30 +604,30 @@ impl PathCc {
 
     /// True once the window has waited a retransmission timeout for an ack: what is in
     /// flight counts as lost at the next send, which may go at once.
-    pub fn inflight_expired(&self, now: Instant) -> bool {
+    pub(crate) fn inflight_expired(&self, now: Instant) -> bool {
         self.stalled(now)
     }
 
     /// Bytes sent and not yet acknowledged or declared lost.
-    pub fn inflight_bytes(&self) -> u64 {
+    pub(crate) fn inflight_bytes(&self) -> u64 {
         self.total_sent.saturating_sub(self.acked_cum)
     }
 
     /// Minimum RTT seen recently.
-    pub fn min_rtt(&self) -> Option<Duration> {
+    pub(crate) fn min_rtt(&self) -> Option<Duration> {
         self.has_min_rtt
             .then(|| Duration::from_micros(self.min_rtt.get()))
     }
 
     /// Smoothed RTT from data acks.
-    pub fn srtt(&self) -> Option<Duration> {
+    pub(crate) fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt()
     }
 
     /// Fraction of data datagrams lost recently (0.0-1.0).
     ///
     /// Over roughly the last 1000–2000 acked datagrams.
-    pub fn loss_ratio(&self) -> f64 {
+    pub(crate) fn loss_ratio(&self) -> f64 {
         if self.loss_sent == 0 {
             0.0
         } else {
@@ -636,12 +636,12 @@ impl PathCc {
     }
 
     /// Current congestion window, bytes.
-    pub fn cwnd_bytes(&self) -> u64 {
+    pub(crate) fn cwnd_bytes(&self) -> u64 {
         self.cwnd
     }
 
     /// Current mode of the model.
-    pub fn mode(&self) -> CcMode {
+    pub(crate) fn mode(&self) -> CcMode {
         self.mode
     }
 

@@ -26,70 +26,70 @@
 //! where the kernel values quoted in `docs/hashes.md` come from.
 
 /// EtherType IPv4.
-pub const ETH_P_IP: u16 = 0x0800;
+pub(crate) const ETH_P_IP: u16 = 0x0800;
 /// EtherType IPv6.
-pub const ETH_P_IPV6: u16 = 0x86DD;
+pub(crate) const ETH_P_IPV6: u16 = 0x86DD;
 /// EtherType ARP.
-pub const ETH_P_ARP: u16 = 0x0806;
+pub(crate) const ETH_P_ARP: u16 = 0x0806;
 /// EtherType RARP.
-pub const ETH_P_RARP: u16 = 0x8035;
+pub(crate) const ETH_P_RARP: u16 = 0x8035;
 /// EtherType 802.1Q VLAN tag.
-pub const ETH_P_8021Q: u16 = 0x8100;
+pub(crate) const ETH_P_8021Q: u16 = 0x8100;
 /// EtherType 802.1ad (QinQ service) VLAN tag.
-pub const ETH_P_8021AD: u16 = 0x88A8;
+pub(crate) const ETH_P_8021AD: u16 = 0x88A8;
 /// EtherType MPLS unicast.
-pub const ETH_P_MPLS_UC: u16 = 0x8847;
+pub(crate) const ETH_P_MPLS_UC: u16 = 0x8847;
 /// EtherType MPLS multicast.
-pub const ETH_P_MPLS_MC: u16 = 0x8848;
+pub(crate) const ETH_P_MPLS_MC: u16 = 0x8848;
 /// EtherType PPPoE session.
-pub const ETH_P_PPP_SES: u16 = 0x8864;
+pub(crate) const ETH_P_PPP_SES: u16 = 0x8864;
 /// EtherType TIPC.
-pub const ETH_P_TIPC: u16 = 0x88CA;
+pub(crate) const ETH_P_TIPC: u16 = 0x88CA;
 /// EtherType FCoE.
-pub const ETH_P_FCOE: u16 = 0x8906;
+pub(crate) const ETH_P_FCOE: u16 = 0x8906;
 /// EtherType transparent Ethernet bridging (inside GRE).
-pub const ETH_P_TEB: u16 = 0x6558;
+pub(crate) const ETH_P_TEB: u16 = 0x6558;
 
 /// IP protocol numbers the dissectors look at.
-pub mod proto {
+pub(crate) mod proto {
     /// IPv6 hop-by-hop options.
-    pub const HOPOPTS: u8 = 0;
+    pub(crate) const HOPOPTS: u8 = 0;
     /// ICMP.
-    pub const ICMP: u8 = 1;
+    pub(crate) const ICMP: u8 = 1;
     /// IP-in-IP.
-    pub const IPIP: u8 = 4;
+    pub(crate) const IPIP: u8 = 4;
     /// TCP.
-    pub const TCP: u8 = 6;
+    pub(crate) const TCP: u8 = 6;
     /// UDP.
-    pub const UDP: u8 = 17;
+    pub(crate) const UDP: u8 = 17;
     /// DCCP.
-    pub const DCCP: u8 = 33;
+    pub(crate) const DCCP: u8 = 33;
     /// IPv6-in-IP.
-    pub const IPV6: u8 = 41;
+    pub(crate) const IPV6: u8 = 41;
     /// IPv6 routing header.
-    pub const ROUTING: u8 = 43;
+    pub(crate) const ROUTING: u8 = 43;
     /// IPv6 fragment header.
-    pub const FRAGMENT: u8 = 44;
+    pub(crate) const FRAGMENT: u8 = 44;
     /// GRE.
-    pub const GRE: u8 = 47;
+    pub(crate) const GRE: u8 = 47;
     /// ESP.
-    pub const ESP: u8 = 50;
+    pub(crate) const ESP: u8 = 50;
     /// AH.
-    pub const AH: u8 = 51;
+    pub(crate) const AH: u8 = 51;
     /// ICMPv6.
-    pub const ICMPV6: u8 = 58;
+    pub(crate) const ICMPV6: u8 = 58;
     /// IPv6 destination options.
-    pub const DSTOPTS: u8 = 60;
+    pub(crate) const DSTOPTS: u8 = 60;
     /// SCTP.
-    pub const SCTP: u8 = 132;
+    pub(crate) const SCTP: u8 = 132;
     /// UDP-Lite.
-    pub const UDPLITE: u8 = 136;
+    pub(crate) const UDPLITE: u8 = 136;
     /// MPLS in IP.
-    pub const MPLS: u8 = 137;
+    pub(crate) const MPLS: u8 = 137;
 }
 
 /// Length of an Ethernet header.
-pub const ETH_HLEN: usize = 14;
+pub(crate) const ETH_HLEN: usize = 14;
 
 /// The Ethernet header as the bonding driver sees it.
 ///
@@ -294,7 +294,7 @@ impl FlowKeys {
 /// `ipv6_addr_hash` (include/net/ipv6.h): the XOR of the address's four 32-bit words as
 /// they sit in memory, read as host integers (little-endian host). The 64-bit variant
 /// (`ul[0] ^ ul[1]` folded) gives the same value.
-pub fn ipv6_addr_hash(a: &[u8; 16]) -> u32 {
+pub(crate) fn ipv6_addr_hash(a: &[u8; 16]) -> u32 {
     let w = |i: usize| u32::from_le_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
     w(0) ^ w(4) ^ w(8) ^ w(12)
 }

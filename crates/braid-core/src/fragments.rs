@@ -31,15 +31,15 @@ use crate::wire::ip::IpPacket;
 use crate::Instant;
 
 /// How long a group's verdict is kept.
-pub const GROUP_FOR: Duration = Duration::from_secs(2);
+pub(crate) const GROUP_FOR: Duration = Duration::from_secs(2);
 /// Groups remembered at once.
-pub const GROUPS_MAX: usize = 64;
+pub(crate) const GROUPS_MAX: usize = 64;
 /// Packets a queue may hold beyond its limit for the rest of admitted groups.
-pub const OVERSHOOT: usize = 64;
+pub(crate) const OVERSHOOT: usize = 64;
 
 /// What was decided for a fragment group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// A fragment was queued: queue the rest, even beyond the limit.
     Admitted,
     /// A fragment was dropped: drop the rest.
@@ -90,14 +90,14 @@ impl GroupKey {
 
 /// The verdicts on recent fragment groups. See the module documentation.
 #[derive(Clone, Debug, Default)]
-pub struct FragmentGroups {
+pub(crate) struct FragmentGroups {
     /// (group, verdict, when decided), oldest first.
     groups: std::collections::VecDeque<(GroupKey, Verdict, Instant)>,
 }
 
 impl FragmentGroups {
     /// The verdict on `packet`'s group: `None` for a whole datagram or a group not seen.
-    pub fn verdict(&mut self, now: Instant, packet: &[u8]) -> Option<Verdict> {
+    pub(crate) fn verdict(&mut self, now: Instant, packet: &[u8]) -> Option<Verdict> {
         if self.groups.is_empty() {
             return None;
         }
@@ -111,13 +111,13 @@ impl FragmentGroups {
     }
 
     /// `packet` was queued: if it is a fragment of a group not decided, admit the group.
-    pub fn queued(&mut self, now: Instant, packet: &[u8]) {
+    pub(crate) fn queued(&mut self, now: Instant, packet: &[u8]) {
         self.decide(now, packet, Verdict::Admitted);
     }
 
     /// `packet` was dropped: if it is a fragment, its group is doomed (also one that was
     /// admitted: its fragments still queued go at the head).
-    pub fn dropped(&mut self, now: Instant, packet: &[u8]) {
+    pub(crate) fn dropped(&mut self, now: Instant, packet: &[u8]) {
         self.decide(now, packet, Verdict::Doomed);
     }
 

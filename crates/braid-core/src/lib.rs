@@ -2,46 +2,64 @@
 //!
 //! Nothing in this crate opens a socket, reads a clock or starts a thread. Every entry
 //! point takes `now` and bytes and returns decisions; the `braid` program, the tests and
-//! the lab drive the same code. The main entry point is [`bond::Bond`].
+//! the lab drive the same code.
+//!
+//! The daemon's entry point is [`Endpoint`]: a bond, its sealing and each path's carrier
+//! state (a UDP peer address, or a serial line's framing and clock). Its configuration
+//! types are re-exported here; the subsystems with vocabularies of their own keep a
+//! namespace:
 //!
 //! | module | what it is |
 //! | --- | --- |
+//! | [`bond`] | the bond alone: scheduling, reordering, path health, without carriers |
+//! | [`crypto`] | keys, the Noise IK handshake, sealed datagrams, replay window |
+//! | [`serial`] | SLIP, SLIP6 and CSLIP framing and the serial line model |
+//! | [`shape`] | HTB link sharing: classes, classifier, rate units |
 //! | [`wire`] | the tunnel datagram: checked views over bytes and parsed forms |
-//! | [`flow`] | peeks IP/TCP/UDP (and Ethernet) headers into a flow key |
-//! | [`hash`] | the bonding transmit hashes, bit-exact with Linux |
-//! | [`path`] | one path's liveness state machine and RTT |
-//! | [`cc`] | one path's capacity and delay model and its pacer |
-//! | [`crypto`] | keys, handshake, sealed datagrams, replay window |
-//! | [`sched`] | the [`sched::Scheduler`] trait and one file per policy |
-//! | [`serial`] | SLIP, SLIP6 and CSLIP framing |
-//! | [`shape`] | HTB link sharing: classes, classifier |
-//! | [`reorder`] | receive-side reorder buffer and duplicate suppression |
 //! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
-//! | [`bond`] | the state machine tying them together |
-//! | [`sim`] | a deterministic two-bond simulator over emulated paths |
+//! | [`sim`] | a deterministic two-endpoint simulator over emulated paths |
+//! | [`hash`] | the bonding transmit hashes, bit-exact with Linux |
+//!
+//! Everything else (the flow dissector, path state machines, congestion control, the
+//! schedulers, the reorder buffer, fragment groups, plain mode's tags) is private: its
+//! behaviour is reached through [`Endpoint`] and [`bond::Bond`], and its tests live beside
+//! it. The fuzz targets reach a few internals through a hidden `fuzzing` module, which is
+//! not part of the interface.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod bond;
-pub mod cc;
+mod cc;
 pub mod crypto;
 pub mod emu;
-pub mod endpoint;
-pub mod flow;
-pub mod fragments;
+mod endpoint;
+mod flow;
+mod fragments;
 pub mod hash;
-pub mod path;
-pub mod plain;
-pub mod reorder;
-pub mod rtt;
-pub mod sched;
+mod path;
+mod plain;
+mod reorder;
+mod rtt;
+mod sched;
 pub mod serial;
 pub mod shape;
 pub mod sim;
-pub mod time;
+mod time;
 pub mod wire;
 
+#[doc(hidden)]
+pub mod fuzzing;
+
+pub use cc::{CcConfig, CcMode};
+pub use endpoint::{
+    udp_overhead, Endpoint, EndpointConfig, Event, Incoming, PathKind, RawIpCounters, Roaming,
+    SealConfig, SealCounters, Sealer, Sealing, Transmit, TransmitKind, MAX_DATAGRAM,
+};
+pub use path::{HealthConfig, LinkState};
+pub use reorder::WAIT_BUCKETS_US;
+pub use sched::{ActiveBackupOptions, Reselect, SchedulerConfig};
 pub use time::Instant;
 
 use core::fmt;

@@ -62,7 +62,7 @@ pub enum LinkState {
 
 /// A change of liveness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transition {
+pub(crate) enum Transition {
     /// The path came up.
     Up,
     /// The path went down.
@@ -70,7 +70,7 @@ pub enum Transition {
 }
 
 /// How many recent probes are remembered (for matching answers and for probe loss).
-pub const PROBE_WINDOW: usize = 32;
+pub(crate) const PROBE_WINDOW: usize = 32;
 
 /// Probe timeout before any RTT has been measured (RFC 6298's initial RTO).
 const INITIAL_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -105,7 +105,7 @@ const EMPTY_PROBE: ProbeRec = ProbeRec {
 
 /// One path's liveness state machine.
 #[derive(Debug)]
-pub struct PathHealth {
+pub(crate) struct PathHealth {
     state: LinkState,
     interval: Duration,
     down_after: u32,
@@ -121,13 +121,14 @@ pub struct PathHealth {
 }
 
 impl PathHealth {
+    #[cfg(test)]
     /// A new path, down until `up_after` probes are answered.
-    pub fn new(cfg: HealthConfig, now: Instant) -> Self {
+    pub(crate) fn new(cfg: HealthConfig, now: Instant) -> Self {
         Self::with_probe_seq(cfg, now, 0)
     }
 
     /// Like [`PathHealth::new`], with the first probe numbered `first_probe_seq`.
-    pub fn with_probe_seq(cfg: HealthConfig, now: Instant, first_probe_seq: u32) -> Self {
+    pub(crate) fn with_probe_seq(cfg: HealthConfig, now: Instant, first_probe_seq: u32) -> Self {
         Self {
             state: LinkState::Down,
             interval: cfg.probe_interval.max(MIN_PROBE_INTERVAL),
@@ -144,13 +145,13 @@ impl PathHealth {
     }
 
     /// Current state.
-    pub fn state(&self) -> LinkState {
+    pub(crate) fn state(&self) -> LinkState {
         self.state
     }
 
     /// New settings at run time (a config reload): state, RTT and probes in flight are
     /// kept; the next probe goes no later than one new interval from `now`.
-    pub fn set_config(&mut self, cfg: HealthConfig, now: Instant) {
+    pub(crate) fn set_config(&mut self, cfg: HealthConfig, now: Instant) {
         self.interval = cfg.probe_interval.max(MIN_PROBE_INTERVAL);
         self.down_after = cfg.down_after.max(1);
         self.up_after = cfg.up_after.max(1);
@@ -158,7 +159,7 @@ impl PathHealth {
     }
 
     /// If a probe is due, record it as sent and return its number.
-    pub fn poll_probe(&mut self, now: Instant) -> Option<u32> {
+    pub(crate) fn poll_probe(&mut self, now: Instant) -> Option<u32> {
         if now < self.next_probe_at {
             return None;
         }
@@ -189,14 +190,14 @@ impl PathHealth {
     }
 
     /// When probe `probe_seq` was sent, if it is still waiting for its answer.
-    pub fn pending_probe_sent(&self, probe_seq: u32) -> Option<Instant> {
+    pub(crate) fn pending_probe_sent(&self, probe_seq: u32) -> Option<Instant> {
         let rec = self.probes.get(slot(probe_seq))?;
         (rec.seq == probe_seq && matches!(rec.status, ProbeStatus::Pending | ProbeStatus::Lost))
             .then_some(rec.sent)
     }
 
     /// A probe ack arrived; `hold` is the peer's delay before answering.
-    pub fn on_probe_ack(
+    pub(crate) fn on_probe_ack(
         &mut self,
         now: Instant,
         probe_seq: u32,
@@ -226,19 +227,19 @@ impl PathHealth {
     ///
     /// Keeps an up path up; it does not bring a down path up (only probe answers prove
     /// that our direction works too).
-    pub fn on_peer_alive(&mut self, now: Instant) -> Option<Transition> {
+    pub(crate) fn on_peer_alive(&mut self, now: Instant) -> Option<Transition> {
         self.last_heard = Some(now);
         None
     }
 
     /// The socket reported an error (interface gone, unreachable): down at once.
-    pub fn on_io_error(&mut self, _now: Instant) -> Option<Transition> {
+    pub(crate) fn on_io_error(&mut self, _now: Instant) -> Option<Transition> {
         self.answered_in_row = 0;
         self.go_down()
     }
 
     /// Missed-probe accounting.
-    pub fn handle_timeout(&mut self, now: Instant) -> Option<Transition> {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Option<Transition> {
         let timeout = self.probe_timeout();
         let mut timed_out = 0u32;
         for rec in self.probes.iter_mut() {
@@ -265,7 +266,7 @@ impl PathHealth {
     }
 
     /// Next time [`PathHealth::handle_timeout`] or [`PathHealth::poll_probe`] has work.
-    pub fn poll_timeout(&self) -> Instant {
+    pub(crate) fn poll_timeout(&self) -> Instant {
         let mut t = self.next_probe_at;
         let timeout = self.probe_timeout();
         for rec in &self.probes {
@@ -282,12 +283,12 @@ impl PathHealth {
     }
 
     /// Smoothed RTT from probes, if any.
-    pub fn srtt(&self) -> Option<Duration> {
+    pub(crate) fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt()
     }
 
     /// RTT variation from probes (RFC 6298 `RTTVAR`); zero before the first sample.
-    pub fn rttvar(&self) -> Duration {
+    pub(crate) fn rttvar(&self) -> Duration {
         self.rtt.rttvar()
     }
 
@@ -295,7 +296,7 @@ impl PathHealth {
     ///
     /// Counts the last [`PROBE_WINDOW`] probes that are answered or timed out; probes
     /// still within their timeout are not counted either way.
-    pub fn probe_loss(&self) -> f64 {
+    pub(crate) fn probe_loss(&self) -> f64 {
         let mut lost = 0u32;
         let mut decided = 0u32;
         for rec in &self.probes {
@@ -316,13 +317,13 @@ impl PathHealth {
     }
 
     /// Last time anything was heard from the peer on this path.
-    pub fn last_heard(&self) -> Option<Instant> {
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
         self.last_heard
     }
 
     /// How long an unanswered probe waits before it counts as missed:
     /// `max(probe_interval, srtt + 4·rttvar)`, or 1 s before any RTT sample.
-    pub fn probe_timeout(&self) -> Duration {
+    pub(crate) fn probe_timeout(&self) -> Duration {
         match self.rtt.srtt() {
             Some(srtt) => (srtt + 4 * self.rtt.rttvar()).max(self.interval),
             None => INITIAL_PROBE_TIMEOUT.max(self.interval),

@@ -41,15 +41,15 @@ pub const TAGGED_VERSION: u8 = 3;
 /// Bytes of the envelope before the braid datagram.
 pub const TAG_HEADER_LEN: usize = 17;
 /// Sustained hints per second.
-pub const HINTS_PER_SECOND: u64 = 20;
+pub(crate) const HINTS_PER_SECOND: u64 = 20;
 /// Hints that may go at once.
-pub const HINT_BURST: u64 = 5;
+pub(crate) const HINT_BURST: u64 = 5;
 
 const HINT_COST_US: u64 = 1_000_000 / HINTS_PER_SECOND;
 
 /// What became of a received datagram.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Opened<'a> {
+pub(crate) enum Opened<'a> {
     /// Accepted: the braid datagram inside (empty for a hint).
     Deliver(&'a [u8]),
     /// Refused; send this hint back to the source.
@@ -76,7 +76,7 @@ pub struct TagCounters {
 
 /// One bond's tags. See the module documentation.
 #[derive(Clone, Debug)]
-pub struct PlainTags {
+pub(crate) struct PlainTags {
     own: u64,
     /// The peer's tag; 0 while unknown.
     peer: u64,
@@ -89,7 +89,7 @@ pub struct PlainTags {
 impl PlainTags {
     /// Tags for a run whose own tag is `own` (random, drawn by the caller; 0 is taken as 1,
     /// since 0 means "unknown" on the wire).
-    pub fn new(own: u64) -> PlainTags {
+    pub(crate) fn new(own: u64) -> PlainTags {
         PlainTags {
             own: own.max(1),
             peer: 0,
@@ -99,23 +99,26 @@ impl PlainTags {
         }
     }
 
+    #[cfg(test)]
     /// This run's tag.
-    pub fn own(&self) -> u64 {
+    pub(crate) fn own(&self) -> u64 {
         self.own
     }
 
+    #[cfg(test)]
     /// The peer's tag, once a datagram from it was accepted.
-    pub fn peer(&self) -> Option<u64> {
+    pub(crate) fn peer(&self) -> Option<u64> {
         (self.peer != 0).then_some(self.peer)
     }
 
     /// The counters.
-    pub fn counters(&self) -> TagCounters {
+    pub(crate) fn counters(&self) -> TagCounters {
         self.counters
     }
 
+    #[cfg(test)]
     /// The envelope for one datagram: `out` is cleared and gets the header and `datagram`.
-    pub fn wrap(&self, datagram: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn wrap(&self, datagram: &[u8], out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(&self.header(self.peer));
         out.extend_from_slice(datagram);
@@ -123,7 +126,7 @@ impl PlainTags {
 
     /// The envelope for one datagram, written into `out`: its length, or `None` when
     /// `out` is too short.
-    pub fn wrap_into(&self, datagram: &[u8], out: &mut [u8]) -> Option<usize> {
+    pub(crate) fn wrap_into(&self, datagram: &[u8], out: &mut [u8]) -> Option<usize> {
         let n = TAG_HEADER_LEN + datagram.len();
         let (head, body) = out.get_mut(..n)?.split_at_mut(TAG_HEADER_LEN);
         head.copy_from_slice(&self.header(self.peer));
@@ -140,7 +143,7 @@ impl PlainTags {
     }
 
     /// Check a received envelope. See the module documentation.
-    pub fn open<'a>(&mut self, now: Instant, bytes: &'a [u8]) -> Opened<'a> {
+    pub(crate) fn open<'a>(&mut self, now: Instant, bytes: &'a [u8]) -> Opened<'a> {
         let Some((sender, receiver, inner)) = parse(bytes) else {
             self.counters.malformed += 1;
             return Opened::Drop;

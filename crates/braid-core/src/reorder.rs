@@ -102,7 +102,7 @@ pub const WAIT_BUCKETS_US: [u64; 10] = [
 ];
 
 /// Far-behind packets in a row needed to believe the peer restarted below the window.
-pub const RESYNC_CONFIRM: u32 = 4;
+pub(crate) const RESYNC_CONFIRM: u32 = 4;
 
 /// Smallest duplicate history, in sequence numbers.
 const MIN_HISTORY: u64 = 1 << 16;

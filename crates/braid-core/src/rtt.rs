@@ -5,7 +5,7 @@ use core::time::Duration;
 
 /// Smoothed RTT and its mean deviation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RttEstimator {
+pub(crate) struct RttEstimator {
     srtt: Option<Duration>,
     rttvar: Duration,
 }
@@ -13,7 +13,7 @@ pub struct RttEstimator {
 impl RttEstimator {
     /// Take one RTT sample: the first sets `srtt = r, rttvar = r/2`; later ones
     /// `rttvar = 3/4 rttvar + 1/4 |srtt - r|`, `srtt = 7/8 srtt + 1/8 r`.
-    pub fn sample(&mut self, r: Duration) {
+    pub(crate) fn sample(&mut self, r: Duration) {
         match self.srtt {
             None => {
                 self.srtt = Some(r);
@@ -28,12 +28,12 @@ impl RttEstimator {
     }
 
     /// Smoothed RTT, once there is a sample.
-    pub fn srtt(&self) -> Option<Duration> {
+    pub(crate) fn srtt(&self) -> Option<Duration> {
         self.srtt
     }
 
     /// Mean deviation.
-    pub fn rttvar(&self) -> Duration {
+    pub(crate) fn rttvar(&self) -> Duration {
         self.rttvar
     }
 }

@@ -34,8 +34,8 @@ pub fn braid_data_bytes(frame: &[u8]) -> Option<usize> {
         return None;
     }
     let mut payload = udp.get(8..)?;
-    if payload.first() == Some(&braid_core::plain::TAGGED_VERSION) {
-        payload = payload.get(braid_core::plain::TAG_HEADER_LEN..)?;
+    if payload.first() == Some(&braid_core::wire::TAGGED_VERSION) {
+        payload = payload.get(braid_core::wire::TAG_HEADER_LEN..)?;
     }
     let (version, kind) = (*payload.first()?, *payload.get(1)?);
     if version != braid_core::wire::VERSION {
@@ -221,7 +221,7 @@ mod tests {
         assert_eq!(braid_data_bytes(&frame([0x08, 0x00], &ip)), Some(997));
         // In the tag envelope of encryption = "none".
         let mut tagged = ip[..28].to_vec();
-        tagged.push(braid_core::plain::TAGGED_VERSION);
+        tagged.push(braid_core::wire::TAGGED_VERSION);
         tagged.extend_from_slice(&[7; 16]);
         tagged.extend_from_slice(&ip[28..]);
         tagged[29 + 17] = 0; // a Data again

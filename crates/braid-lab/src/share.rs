@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use braid::config::tc::parse_script;
-use braid_core::shape::classify::Classifier;
+use braid_core::shape::Classifier;
 use braid_core::shape::{ClassId, ShapeSpec};
 use serde::{Deserialize, Serialize};
 

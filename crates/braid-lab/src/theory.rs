@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use braid_core::shape::spec::{ClassId, ShapeSpec};
+use braid_core::shape::{ClassId, ShapeSpec};
 
 /// Each leaf's expected throughput in bit/s, given each leaf's offered load in bit/s
 /// (leaves not in `demand` offer nothing) and the link rate (0 = no link limit).
@@ -252,7 +252,7 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use braid_core::shape::spec::ClassSpec;
+    use braid_core::shape::ClassSpec;
 
     const MBIT: u64 = 1_000_000;
 

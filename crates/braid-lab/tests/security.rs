@@ -608,7 +608,7 @@ fn junk_flood_does_not_stop_rekeying() {
 /// and a probe announcing a new epoch (which would reset the bond's reorder state).
 #[test]
 fn plain_mode_refuses_forged_datagrams_from_the_peers_address() {
-    use braid_core::plain::TAGGED_VERSION;
+    use braid_core::wire::TAGGED_VERSION;
     use braid_core::wire::{self, Header, Message};
     let Some(_g) =
         common::netns_or_skip("plain_mode_refuses_forged_datagrams_from_the_peers_address")

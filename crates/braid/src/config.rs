@@ -11,16 +11,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use braid_core::bond::{BondConfig, PathConfig};
-use braid_core::cc::CcConfig;
 use braid_core::emu::EmuConfig;
 use braid_core::hash::HashPolicy;
-use braid_core::path::HealthConfig;
-use braid_core::sched::active_backup::{Options, Reselect};
-use braid_core::sched::SchedulerConfig;
 use braid_core::serial::Framing;
 pub use braid_core::serial::{serial_ack_delay, serial_bps, SerialDefaults};
 use braid_core::wire::DATA_HEADER_LEN;
+use braid_core::CcConfig;
+use braid_core::HealthConfig;
 use braid_core::PathId;
+use braid_core::SchedulerConfig;
+use braid_core::{ActiveBackupOptions as Options, Reselect};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -291,12 +291,12 @@ impl PathSettings {
     }
 
     /// How the endpoint reaches the peer on this path.
-    pub fn kind(&self) -> braid_core::endpoint::PathKind {
+    pub fn kind(&self) -> braid_core::PathKind {
         match &self.transport {
-            Transport::Udp(u) => braid_core::endpoint::PathKind::Udp {
+            Transport::Udp(u) => braid_core::PathKind::Udp {
                 remote: u.remote.addr(),
             },
-            Transport::Serial(s) => braid_core::endpoint::PathKind::Line(s.line_config()),
+            Transport::Serial(s) => braid_core::PathKind::Line(s.line_config()),
         }
     }
 
@@ -412,9 +412,9 @@ impl Config {
     pub fn build_endpoint(
         &self,
         now: braid_core::Instant,
-    ) -> anyhow::Result<(braid_core::endpoint::Endpoint, Vec<PathId>)> {
+    ) -> anyhow::Result<(braid_core::Endpoint, Vec<PathId>)> {
         use braid_core::crypto::OsRng;
-        use braid_core::endpoint::{Endpoint, EndpointConfig};
+        use braid_core::{Endpoint, EndpointConfig};
         use rand_core::RngCore;
         // A new epoch every run: the peer tells a restart by it, and this run's sequence
         // and probe numbers start where the last run's cannot be.

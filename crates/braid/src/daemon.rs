@@ -11,9 +11,9 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
-use braid_core::endpoint::{Endpoint, Event};
 use braid_core::wire::DATA_HEADER_LEN;
 use braid_core::Instant;
+use braid_core::{Endpoint, Event};
 use serde_json::{json, Value};
 
 use crate::config::Config;

@@ -8,7 +8,7 @@
 //! | [`cli`] | the command line (clap) and what each subcommand does |
 //! | [`classes`] | `braid class show/change`: the shaper's classes over the control socket |
 //! | [`config`] | the TOML config: parsing, validation, mapping to the core |
-//! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::endpoint::Endpoint`] |
+//! | [`daemon`] | `braid up`: the single-threaded event loop around [`braid_core::Endpoint`] |
 //! | [`files`] | bounded reads of configs, key files and scripts |
 //! | [`keys`] | key files, `braid genkey` / `braid pubkey` |
 //! | [`log`] | the daemon's log lines: levels, the journal's `<N>` prefix, repeats |

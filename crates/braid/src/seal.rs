@@ -1,14 +1,14 @@
 //! The program's side of sealing: the [`SealConfig`] a config file makes (keys, a random
 //! seed and tag, the replay window sized from the bond), and the `encryption` object of
 //! `braid status` and its text line. The sealing itself is the core's
-//! ([`braid_core::endpoint::Sealer`]).
+//! ([`braid_core::Sealer`]).
 
 use std::time::Duration;
 
 use braid_core::crypto::{OsRng, PrivateKey, Rejected, ReplayWindow, TunnelConfig};
-pub use braid_core::endpoint::udp_overhead;
-use braid_core::endpoint::{SealConfig, Sealer, Sealing};
+pub use braid_core::udp_overhead;
 use braid_core::Instant;
+use braid_core::{SealConfig, Sealer, Sealing};
 use rand_core::RngCore;
 use serde_json::{json, Map, Value};
 
@@ -202,13 +202,12 @@ mod tests {
         let mut b = Sealer::new(seal_config(&keyed(&kb, &ka), now), now);
         let src: std::net::SocketAddr = "127.0.0.1:7000".parse().unwrap();
         let mut remote = Some(src);
-        let mut roam = braid_core::endpoint::Roaming::default();
+        let mut roam = braid_core::Roaming::default();
         let mut buf = vec![0u8; 2048];
         // A's initiation, B's response, A's keepalive.
         let n = a.poll_transmit(now, &mut buf).expect("an initiation");
         let mut d = buf[..n].to_vec();
-        let braid_core::endpoint::Incoming::Reply(r) =
-            b.incoming(now, &mut remote, &mut roam, src, &mut d)
+        let braid_core::Incoming::Reply(r) = b.incoming(now, &mut remote, &mut roam, src, &mut d)
         else {
             panic!("no response");
         };
@@ -264,7 +263,7 @@ mod tests {
         // 4.88 M packets/s × 0.5 s: clamped to the core's maximum.
         assert_eq!(
             replay_window_bits(&fast),
-            braid_core::crypto::replay::MAX_WINDOW_BITS
+            braid_core::crypto::MAX_WINDOW_BITS
         );
     }
 }

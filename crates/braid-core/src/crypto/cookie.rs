@@ -26,7 +26,7 @@ use core::time::Duration;
 use std::net::{IpAddr, SocketAddr};
 
 /// How long a cookie secret (and so a cookie) is valid.
-pub const COOKIE_SECRET_LIFETIME: Duration = Duration::from_secs(120);
+pub(crate) const COOKIE_SECRET_LIFETIME: Duration = Duration::from_secs(120);
 
 const LABEL_MAC1: &[u8] = b"mac1----";
 const LABEL_COOKIE: &[u8] = b"cookie--";
@@ -149,7 +149,7 @@ fn address_bytes(src: SocketAddr, out: &mut [u8; 18]) -> usize {
 }
 
 /// The responder's side: our own mac keys, the rotating secret, cookie replies.
-pub struct CookieChecker {
+pub(crate) struct CookieChecker {
     keys: MacKeys,
     secret: [u8; 32],
     secret_born: Option<Instant>,
@@ -157,7 +157,7 @@ pub struct CookieChecker {
 
 impl CookieChecker {
     /// For a responder whose public key is `ours`.
-    pub fn new(ours: &PublicKey) -> Self {
+    pub(crate) fn new(ours: &PublicKey) -> Self {
         Self {
             keys: MacKeys::new(ours),
             secret: [0u8; 32],
@@ -166,7 +166,7 @@ impl CookieChecker {
     }
 
     /// Our mac keys (to check mac1 of incoming messages).
-    pub fn keys(&self) -> &MacKeys {
+    pub(crate) fn keys(&self) -> &MacKeys {
         &self.keys
     }
 
@@ -185,7 +185,13 @@ impl CookieChecker {
     }
 
     /// Does the initiation `msg` carry a valid mac2 for `src`?
-    pub fn check_mac2(&mut self, now: Instant, src: SocketAddr, msg: &[u8], rng: &mut Rng) -> bool {
+    pub(crate) fn check_mac2(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        msg: &[u8],
+        rng: &mut Rng,
+    ) -> bool {
         let Some(cut) = msg.len().checked_sub(MAC_LEN) else {
             return false;
         };
@@ -197,7 +203,7 @@ impl CookieChecker {
 
     /// Write a cookie reply to the initiation in `msg` (from `src`) over `msg` itself,
     /// returning its length ([`COOKIE_REPLY_LEN`], smaller than the initiation).
-    pub fn write_reply(
+    pub(crate) fn write_reply(
         &mut self,
         now: Instant,
         src: SocketAddr,

@@ -16,16 +16,16 @@ use snow::params::NoiseParams;
 use snow::{Builder, HandshakeState};
 
 /// The Noise protocol name.
-pub const NOISE_PARAMS: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
+pub(super) const NOISE_PARAMS: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
 /// Mixed into every handshake so a braid handshake can never be confused with a
 /// WireGuard one (or another protocol using the same pattern).
-pub const PROLOGUE: &[u8] = b"braid sealed v2";
+pub(super) const PROLOGUE: &[u8] = b"braid sealed v2";
 
 /// A TAI64N label: 2^62 + 10 + seconds (big-endian) then nanoseconds (big-endian),
 /// computed from Unix microseconds. Nanoseconds are rounded down to a multiple of 2^24
 /// (16.8 ms) as WireGuard does, so the timestamp does not leak the clock finely; two
 /// initiations less than that apart carry the same timestamp and the second is refused.
-pub fn tai64n(unix_micros: u64) -> [u8; TIMESTAMP_LEN] {
+pub(super) fn tai64n(unix_micros: u64) -> [u8; TIMESTAMP_LEN] {
     let secs = unix_micros / 1_000_000;
     let nanos = ((unix_micros % 1_000_000) * 1000) as u32 & !((1u32 << 24) - 1);
     let mut out = [0u8; TIMESTAMP_LEN];

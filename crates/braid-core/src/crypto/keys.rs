@@ -10,7 +10,7 @@ use rand_core::CryptoRngCore;
 use zeroize::Zeroize;
 
 /// Bytes of every key.
-pub const KEY_LEN: usize = 32;
+pub(super) const KEY_LEN: usize = 32;
 
 /// Why a key did not parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

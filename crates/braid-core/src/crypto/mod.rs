@@ -39,19 +39,19 @@
 //! | [`REKEY_ATTEMPT_TIME`] | 90 s | retries stop (until the next send asks again) |
 //! | [`ERASE_KEYS_AFTER`] | 540 s | session keys are erased |
 
-pub mod cookie;
+pub(crate) mod cookie;
 pub mod envelope;
-pub mod handshake;
-pub mod keys;
-pub mod ratelimit;
-pub mod replay;
+mod handshake;
+mod keys;
+mod ratelimit;
+mod replay;
 mod rng;
 mod session;
 mod tunnel;
 
 pub use keys::{KeyError, PresharedKey, PrivateKey, PublicKey};
 pub use rand_core::OsRng;
-pub use replay::{ReplayVerdict, ReplayWindow};
+pub use replay::{ReplayVerdict, ReplayWindow, MAX_WINDOW_BITS};
 pub use session::SessionId;
 pub use tunnel::{
     Counters, Opened, Rejected, SealError, Transmit, TransmitKind, Tunnel, TunnelConfig,

@@ -15,11 +15,11 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Sustained initiations per second per source.
-pub const PACKETS_PER_SECOND: u64 = 20;
+pub(super) const PACKETS_PER_SECOND: u64 = 20;
 /// Initiations a source may send at once.
-pub const PACKETS_BURSTABLE: u64 = 5;
+pub(super) const PACKETS_BURSTABLE: u64 = 5;
 /// Default capacity of the per-source table.
-pub const DEFAULT_TABLE_SIZE: usize = 4096;
+pub(super) const DEFAULT_TABLE_SIZE: usize = 4096;
 
 const COST: u64 = 1_000_000 / PACKETS_PER_SECOND; // µs of tokens per packet
 const TOKEN_MAX: u64 = COST * PACKETS_BURSTABLE;
@@ -47,7 +47,7 @@ fn key(ip: IpAddr) -> u128 {
 }
 
 /// Per-source token buckets.
-pub struct RateLimiter {
+pub(super) struct RateLimiter {
     table: HashMap<u128, Bucket>,
     capacity: usize,
     last_sweep: Instant,
@@ -55,7 +55,7 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     /// A limiter holding at most `capacity` sources.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
             table: HashMap::with_capacity(capacity),
@@ -65,7 +65,7 @@ impl RateLimiter {
     }
 
     /// May an initiation from `ip` be processed now? Takes a token if so.
-    pub fn allow(&mut self, now: Instant, ip: IpAddr) -> bool {
+    pub(super) fn allow(&mut self, now: Instant, ip: IpAddr) -> bool {
         let k = key(ip);
         if let Some(b) = self.table.get_mut(&k) {
             let elapsed = now.saturating_since(b.last).as_micros();
@@ -95,26 +95,28 @@ impl RateLimiter {
     }
 
     /// Drop buckets idle for a second (they are full again anyway).
-    pub fn sweep(&mut self, now: Instant) {
+    pub(super) fn sweep(&mut self, now: Instant) {
         self.last_sweep = now;
         self.table
             .retain(|_, b| now.saturating_since(b.last) < IDLE);
     }
 
     /// Sweep if a second has passed since the last sweep (call from `handle_timeout`).
-    pub fn maybe_sweep(&mut self, now: Instant) {
+    pub(super) fn maybe_sweep(&mut self, now: Instant) {
         if now.saturating_since(self.last_sweep) >= IDLE {
             self.sweep(now);
         }
     }
 
+    #[cfg(test)]
     /// Sources currently tracked.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.table.len()
     }
 
+    #[cfg(test)]
     /// No source tracked.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.table.is_empty()
     }
 }
@@ -123,7 +125,7 @@ impl RateLimiter {
 /// cookie reply) a flood can make the responder do per second. Only initiations that
 /// passed the exact-length and mac1 checks and carry no valid mac2 take a token, so
 /// junk costs no token (review H1), and neither does a reply to our own handshake.
-pub struct Budget {
+pub(super) struct Budget {
     /// µs of refill per token.
     cost: u64,
     /// Most µs of tokens held (the burst).
@@ -134,7 +136,7 @@ pub struct Budget {
 
 impl Budget {
     /// `per_second` tokens a second (at least 1), up to `burst` at once (at least 1).
-    pub fn new(per_second: u32, burst: u32) -> Self {
+    pub(super) fn new(per_second: u32, burst: u32) -> Self {
         let cost = (1_000_000 / u64::from(per_second.max(1))).max(1);
         let cap = cost * u64::from(burst.max(1));
         Self {
@@ -146,7 +148,7 @@ impl Budget {
     }
 
     /// Take a token if one is there.
-    pub fn take(&mut self, now: Instant) -> bool {
+    pub(super) fn take(&mut self, now: Instant) -> bool {
         let elapsed =
             u64::try_from(now.saturating_since(self.last).as_micros()).unwrap_or(u64::MAX);
         self.last = self.last.max(now);
@@ -162,7 +164,7 @@ impl Budget {
 /// Counts initiations with a valid mac1 in one-second intervals; "under load" while the
 /// count of the current or the previous interval reached the threshold (so the state
 /// lasts at least one second, as in wireguard-go).
-pub struct LoadMeter {
+pub(super) struct LoadMeter {
     threshold: u32,
     start: Instant,
     current: u32,
@@ -171,7 +173,7 @@ pub struct LoadMeter {
 
 impl LoadMeter {
     /// Under load from `threshold` initiations per second.
-    pub fn new(threshold: u32) -> Self {
+    pub(super) fn new(threshold: u32) -> Self {
         Self {
             threshold: threshold.max(1),
             start: Instant::ZERO,
@@ -194,14 +196,14 @@ impl LoadMeter {
     }
 
     /// Count one initiation; returns whether the responder is now under load.
-    pub fn record(&mut self, now: Instant) -> bool {
+    pub(super) fn record(&mut self, now: Instant) -> bool {
         self.roll(now);
         self.current = self.current.saturating_add(1);
         self.under_load(now)
     }
 
     /// Is the responder under load?
-    pub fn under_load(&mut self, now: Instant) -> bool {
+    pub(super) fn under_load(&mut self, now: Instant) -> bool {
         self.roll(now);
         self.current > self.threshold || self.previous > self.threshold
     }

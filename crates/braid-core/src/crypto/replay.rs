@@ -12,10 +12,10 @@ use core::time::Duration;
 
 /// Counters at or above this are never accepted (WireGuard's `REJECT_AFTER_MESSAGES`,
 /// 2^64 − 2^13 − 1): a sender stops well before the nonce could wrap.
-pub const REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
+pub(super) const REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
 
 /// Smallest window [`ReplayWindow::bits_for`] returns (WireGuard's 8192).
-pub const MIN_WINDOW_BITS: usize = 8192;
+pub(super) const MIN_WINDOW_BITS: usize = 8192;
 /// Largest window [`ReplayWindow::bits_for`] returns: 2^22 bits (512 KiB), 4.2 million
 /// packets, i.e. 47 s at 1 Gbit/s of 1400-byte packets.
 pub const MAX_WINDOW_BITS: usize = 1 << 22;

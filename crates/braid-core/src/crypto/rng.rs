@@ -8,14 +8,14 @@ use blake2::Blake2sMac256;
 use zeroize::Zeroize;
 
 /// See the module documentation.
-pub struct Rng {
+pub(crate) struct Rng {
     key: [u8; 32],
     counter: u64,
 }
 
 impl Rng {
     /// From a seed.
-    pub fn new(seed: [u8; 32]) -> Self {
+    pub(crate) fn new(seed: [u8; 32]) -> Self {
         Self {
             key: seed,
             counter: 0,
@@ -31,7 +31,7 @@ impl Rng {
     }
 
     /// Fill `out` with pseudo-random bytes.
-    pub fn fill(&mut self, out: &mut [u8]) {
+    pub(crate) fn fill(&mut self, out: &mut [u8]) {
         for chunk in out.chunks_mut(32) {
             let mut b = self.block();
             // `chunks_mut(32)`: a chunk is at most the block's 32 bytes.
@@ -42,7 +42,7 @@ impl Rng {
     }
 
     /// A pseudo-random u32.
-    pub fn next_u32(&mut self) -> u32 {
+    pub(crate) fn next_u32(&mut self) -> u32 {
         let mut b = [0u8; 4];
         self.fill(&mut b);
         u32::from_le_bytes(b)
@@ -50,7 +50,7 @@ impl Rng {
 
     /// A pseudo-random u64 below `bound` (0 if `bound` is 0); the bias is negligible for
     /// the small bounds used here.
-    pub fn below(&mut self, bound: u64) -> u64 {
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
         let mut b = [0u8; 8];
         self.fill(&mut b);
         u64::from_le_bytes(b).checked_rem(bound).unwrap_or(0)

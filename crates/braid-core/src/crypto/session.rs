@@ -30,7 +30,7 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn new(
+    pub(super) fn new(
         local_index: u32,
         remote_index: u32,
         keys: ([u8; 32], [u8; 32]),
@@ -54,12 +54,16 @@ impl Session {
         session
     }
 
-    pub fn id(&self) -> SessionId {
+    pub(super) fn id(&self) -> SessionId {
         SessionId(self.local_index)
     }
 
     /// Seal with the next counter (see [`TransportKey::seal`]).
-    pub fn seal(&mut self, buf: &mut [u8], plaintext_len: usize) -> Result<usize, AeadError> {
+    pub(super) fn seal(
+        &mut self,
+        buf: &mut [u8],
+        plaintext_len: usize,
+    ) -> Result<usize, AeadError> {
         let n = self
             .send
             .seal(self.remote_index, self.send_counter, buf, plaintext_len)?;
@@ -68,7 +72,7 @@ impl Session {
     }
 
     /// Authenticate and decrypt in place; the replay window is the caller's business.
-    pub fn open(&self, datagram: &mut [u8]) -> Result<(), AeadError> {
+    pub(super) fn open(&self, datagram: &mut [u8]) -> Result<(), AeadError> {
         self.recv.open(datagram)
     }
 }

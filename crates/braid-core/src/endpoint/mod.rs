@@ -13,7 +13,7 @@
 //! optional emulator ([`crate::emu`], the lab's `[path.emulate]`). The daemon, the
 //! simulator and the tests drive this one type; each says `now`, hands in what arrived
 //! and sends what [`Endpoint::poll_transmit`] (UDP) and [`Endpoint::poll_line_write`]
-//! (a line's bytes, at the line's pace) return. A [`Transmit`]'s [`Kind`] says what it
+//! (a line's bytes, at the line's pace) return. A [`Transmit`]'s [`TransmitKind`] says what it
 //! carries, so no driver peeks at braid's own bytes.
 //!
 //! A `raw-ip` line (a classic SLIP peer; the bond's only path) carries the TUN's packets
@@ -25,10 +25,7 @@ mod seal;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-pub use self::seal::{
-    udp_overhead, Incoming, Roaming, SealConfig, SealCounters, Sealer, Sealing, LINE_PEER,
-    MIN_ROAM_QUIET,
-};
+pub use self::seal::{udp_overhead, Incoming, Roaming, SealConfig, SealCounters, Sealer, Sealing};
 use crate::bond::{self, Bond, BondConfig, BondError, PathConfig};
 use crate::emu::{EmuConfig, Emulator};
 use crate::serial::{Line, LineConfig};
@@ -70,7 +67,7 @@ pub enum PathKind {
 
 /// What a [`Transmit`] carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum TransmitKind {
     /// One of the bond's data datagrams (a packet from the TUN, or part of one).
     Data,
     /// One of the bond's control messages (probe, probe answer, ack, parts' control).
@@ -80,10 +77,10 @@ pub enum Kind {
     Handshake,
 }
 
-impl Kind {
+impl TransmitKind {
     /// Whether it goes ahead of waiting data on a line (everything but data).
     pub fn is_control(self) -> bool {
-        self != Kind::Data
+        self != TransmitKind::Data
     }
 }
 
@@ -99,7 +96,7 @@ pub struct Transmit {
     /// Bytes of the buffer to send.
     pub len: usize,
     /// What it is.
-    pub kind: Kind,
+    pub kind: TransmitKind,
 }
 
 /// Something the driver may want to log.
@@ -513,7 +510,7 @@ impl Endpoint {
                     path: r.path,
                     to: r.to,
                     len: r.bytes.len(),
-                    kind: Kind::Handshake,
+                    kind: TransmitKind::Handshake,
                 });
             }
         }
@@ -536,7 +533,7 @@ impl Endpoint {
                     path: side.id,
                     to,
                     len: datagram.len(),
-                    kind: Kind::Handshake,
+                    kind: TransmitKind::Handshake,
                 });
             }
             // Nothing (more) to send: the loop above has nothing to go over.
@@ -552,8 +549,8 @@ impl Endpoint {
         let side = self.paths.get_mut(i)?;
         let datagram = self.plain.get(..n)?;
         let kind = match datagram.get(1).copied().map(MessageType::try_from) {
-            Some(Ok(MessageType::Data | MessageType::PinnedData)) => Kind::Data,
-            _ => Kind::Control,
+            Some(Ok(MessageType::Data | MessageType::PinnedData)) => TransmitKind::Data,
+            _ => TransmitKind::Control,
         };
         let to = match &mut side.kind {
             // Nowhere to send yet (a name not resolved, or a peer not heard from).

@@ -56,7 +56,7 @@ pub struct SealConfig {
 }
 
 /// The shortest silence of a path's peer address before the path may move.
-pub const MIN_ROAM_QUIET: Duration = Duration::from_millis(100);
+pub(super) const MIN_ROAM_QUIET: Duration = Duration::from_millis(100);
 
 /// One path's roaming state, kept next to the path's peer address.
 ///
@@ -127,7 +127,7 @@ pub struct SealCounters {
 
 /// The address a serial line's datagrams are said to come from (the tunnel keys its
 /// per-source state by address).
-pub const LINE_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+pub(super) const LINE_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
     std::net::Ipv4Addr::UNSPECIFIED,
     0,
 ));

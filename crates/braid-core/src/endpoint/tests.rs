@@ -253,7 +253,7 @@ fn an_emulated_path_delays_what_it_carries() {
     // The bond probes at once; its first probe leaves the emulator 40 ms later.
     let first = at
         .iter()
-        .find(|(_, k)| *k == Kind::Control)
+        .find(|(_, k)| *k == TransmitKind::Control)
         .expect("a probe");
     assert_eq!(first.0, 40);
     assert_eq!(ep.emulated(id), Some(0));

@@ -66,7 +66,7 @@ pub struct Options {
 
 /// bonding's per-slave link state (`BOND_LINK_*`), with the time the delay started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkState {
+pub(super) enum LinkState {
     /// Up and eligible.
     Up,
     /// Unusable, still counted up until `downdelay` after `since`.
@@ -97,7 +97,7 @@ enum Event {
 
 /// bonding's active-backup. See the module docs.
 #[derive(Debug, Default)]
-pub struct ActiveBackup {
+pub(super) struct ActiveBackup {
     opts: Options,
     slaves: Vec<Slave>,
     active: Option<PathId>,
@@ -109,25 +109,27 @@ pub struct ActiveBackup {
 
 impl ActiveBackup {
     /// An active-backup scheduler with these options.
-    pub fn new(opts: Options) -> Self {
+    pub(super) fn new(opts: Options) -> Self {
         Self {
             opts,
             ..Self::default()
         }
     }
 
+    #[cfg(test)]
     /// The options it runs with.
-    pub fn options(&self) -> &Options {
+    pub(super) fn options(&self) -> &Options {
         &self.opts
     }
 
+    #[cfg(test)]
     /// The active path (bonding's `curr_active_slave`).
-    pub fn active(&self) -> Option<PathId> {
+    pub(super) fn active(&self) -> Option<PathId> {
         self.active
     }
 
     /// A path's link state, if the scheduler knows the path.
-    pub fn link_state(&self, id: PathId) -> Option<LinkState> {
+    pub(super) fn link_state(&self, id: PathId) -> Option<LinkState> {
         self.slave(id).map(|s| s.link)
     }
 

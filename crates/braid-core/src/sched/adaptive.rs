@@ -42,13 +42,13 @@ use crate::Instant;
 
 /// The rate assumed for a path whose speed is unknown: low, so that such a path gets a
 /// probing share of the traffic rather than a large one.
-pub const DEFAULT_RATE_BPS: u64 = 1_000_000;
+pub(crate) const DEFAULT_RATE_BPS: u64 = 1_000_000;
 
 /// Packets of at most this many bytes (pure TCP acks, pings, DNS queries) are never
 /// held for delay equalisation, and the scheduler sends them where they arrive first.
 /// For a TCP flow, this keeps the ack direction on the quickest path: its RTT is the
 /// equalised delay one way and the quickest path's the other.
-pub const SMALL_PACKET: usize = 128;
+pub(crate) const SMALL_PACKET: usize = 128;
 
 /// True for a packet that delay equalisation leaves alone: a TCP segment without payload
 /// and without SYN (a pure ack), or any other packet of at most [`SMALL_PACKET`] bytes
@@ -74,7 +74,7 @@ pub fn skips_equalization(packet: &[u8]) -> bool {
 
 /// When equalising, arrivals up to this much (or an eighth of the equalised delay) after
 /// the equalised delay count as on time.
-pub const EQUALIZE_SLACK: Duration = Duration::from_millis(5);
+pub(crate) const EQUALIZE_SLACK: Duration = Duration::from_millis(5);
 
 /// The one-way delay a receiver equalising up to `spread` holds packets to, as the sender
 /// sees it: the largest base delay among the usable paths within `spread` of the
@@ -82,7 +82,7 @@ pub const EQUALIZE_SLACK: Duration = Duration::from_millis(5);
 /// by less than [`EQUALIZE_SLACK`]: then there is nothing worth scheduling for, and plain
 /// earliest arrival keeps every path's queue shortest (with a shaper in front, a
 /// few milliseconds more queue on one path showed as a 100 ms window 1 % over the link).
-pub fn equalized_delay(paths: &[PathState], spread: Duration) -> Duration {
+pub(crate) fn equalized_delay(paths: &[PathState], spread: Duration) -> Duration {
     if spread.is_zero() {
         return Duration::ZERO;
     }
@@ -102,7 +102,7 @@ pub fn equalized_delay(paths: &[PathState], spread: Duration) -> Duration {
 
 /// Earliest expected arrival. See the module docs.
 #[derive(Debug, Clone)]
-pub struct Adaptive {
+pub(crate) struct Adaptive {
     default_rate_bps: u64,
     /// The receiver equalises delays up to this spread (zero: it does not).
     equalize: Duration,
@@ -116,15 +116,16 @@ impl Default for Adaptive {
 
 impl Adaptive {
     /// The scheduler with [`DEFAULT_RATE_BPS`] for paths of unknown speed.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             default_rate_bps: DEFAULT_RATE_BPS,
             equalize: Duration::ZERO,
         }
     }
 
+    #[cfg(test)]
     /// The same with another rate assumed for paths of unknown speed (0 is taken as 1).
-    pub fn with_default_rate(default_rate_bps: u64) -> Self {
+    pub(crate) fn with_default_rate(default_rate_bps: u64) -> Self {
         Self {
             default_rate_bps: default_rate_bps.max(1),
             equalize: Duration::ZERO,
@@ -134,7 +135,7 @@ impl Adaptive {
     /// The scheduler for a bond whose receiver holds packets to the delay of the slowest
     /// path within `spread` of the fastest (`equalize_ms`): a packet arriving before that
     /// delay gains nothing, so among paths that all make it the least loaded is taken.
-    pub fn with_equalize(spread: Duration) -> Self {
+    pub(crate) fn with_equalize(spread: Duration) -> Self {
         Self {
             equalize: spread,
             ..Self::new()
@@ -142,13 +143,13 @@ impl Adaptive {
     }
 
     /// The one-way delay the receiver holds packets to ([`equalized_delay`]).
-    pub fn equalized_delay(&self, paths: &[PathState]) -> Duration {
+    pub(crate) fn equalized_delay(&self, paths: &[PathState]) -> Duration {
         equalized_delay(paths, self.equalize)
     }
 
     /// When a packet of `len` bytes sent now on `path` is expected to arrive, counted from
     /// now. This is the quantity [`Scheduler::choose`] minimises.
-    pub fn arrival_estimate(&self, path: &PathState, len: usize) -> Duration {
+    pub(crate) fn arrival_estimate(&self, path: &PathState, len: usize) -> Duration {
         let speed = path.speed_bps();
         let transmit = if speed == 0 && path.queued_bytes == 0 {
             // Unknown rate and nothing waiting: let it have the packet (probe).

@@ -4,7 +4,7 @@ use crate::Instant;
 
 /// bonding's `broadcast` mode.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Broadcast;
+pub(super) struct Broadcast;
 
 impl Scheduler for Broadcast {
     fn name(&self) -> &'static str {

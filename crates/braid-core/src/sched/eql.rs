@@ -36,21 +36,21 @@ use crate::{Instant, PathId};
 
 /// `EQL_DEFAULT_SLAVE_PRIORITY` from `if_eql.h`: the priority (bit/s) of a slave whose
 /// `bps` is not configured.
-pub const EQL_DEFAULT_SLAVE_PRIORITY: u64 = 28_800;
+pub(super) const EQL_DEFAULT_SLAVE_PRIORITY: u64 = 28_800;
 
 /// `EQL_DEFAULT_RESCHED_IVAL` (HZ): the drain timer's period.
-pub const EQL_RESCHED_INTERVAL: Duration = Duration::from_secs(1);
+pub(super) const EQL_RESCHED_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The EQL load of one slave: `2^63 - priority_Bps + bytes_queued * 8`, wrapping like the
 /// C's `unsigned long`. Lower is better.
-pub fn eql_load(priority_bytes_per_s: u64, bytes_queued: u64) -> u64 {
+pub(super) fn eql_load(priority_bytes_per_s: u64, bytes_queued: u64) -> u64 {
     (u64::MAX - u64::MAX / 2)
         .wrapping_sub(priority_bytes_per_s)
         .wrapping_add(bytes_queued.wrapping_mul(8))
 }
 
 /// `priority_Bps` for a configured `bps` (0 = the EQL default).
-pub fn priority_bytes_per_s(bps: u64) -> u64 {
+pub(super) fn priority_bytes_per_s(bps: u64) -> u64 {
     let priority = if bps == 0 {
         EQL_DEFAULT_SLAVE_PRIORITY
     } else {
@@ -69,7 +69,7 @@ struct Slave {
 
 /// The EQL scheduler. See the module docs.
 #[derive(Debug, Default)]
-pub struct Eql {
+pub(super) struct Eql {
     /// EQL's slave list, head (most recently enslaved) first.
     slaves: Vec<Slave>,
     /// When the drain timer fires next; `None` until the first call that gives a time.
@@ -78,20 +78,22 @@ pub struct Eql {
 
 impl Eql {
     /// A scheduler with no slaves yet.
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self::default()
     }
 
+    #[cfg(test)]
     /// The current queue estimate (`bytes_queued`) of a path, if the scheduler knows it.
-    pub fn bytes_queued(&self, id: PathId) -> Option<u64> {
+    pub(super) fn bytes_queued(&self, id: PathId) -> Option<u64> {
         self.slaves
             .iter()
             .find(|s| s.id == id)
             .map(|s| s.bytes_queued)
     }
 
+    #[cfg(test)]
     /// The path ids in EQL's list order (the order ties are broken in).
-    pub fn list_order(&self) -> impl Iterator<Item = PathId> + '_ {
+    pub(super) fn list_order(&self) -> impl Iterator<Item = PathId> + '_ {
         self.slaves.iter().map(|s| s.id)
     }
 

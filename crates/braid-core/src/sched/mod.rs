@@ -12,13 +12,14 @@ use core::time::Duration;
 
 use crate::{Instant, PathId};
 
-pub mod active_backup;
-pub mod adaptive;
-pub mod broadcast;
-pub mod eql;
-pub mod round_robin;
-pub mod weighted;
-pub mod xor;
+mod active_backup;
+pub use self::active_backup::{Options as ActiveBackupOptions, Reselect};
+pub(crate) mod adaptive;
+mod broadcast;
+mod eql;
+mod round_robin;
+mod weighted;
+mod xor;
 
 /// What a scheduler may see of one path at the moment it chooses.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -40,7 +40,7 @@ impl SplitMix64 {
 
 /// bonding's balance-rr. See the module docs.
 #[derive(Debug)]
-pub struct RoundRobin {
+pub(super) struct RoundRobin {
     packets_per_path: u32,
     counter: u32,
     rng: SplitMix64,
@@ -57,18 +57,13 @@ impl Default for RoundRobin {
 impl RoundRobin {
     /// `packets_per_path` as bonding's `packets_per_slave` (0 = random path, 1 = default);
     /// `seed` seeds the random choice.
-    pub fn new(packets_per_path: u32, seed: u64) -> Self {
+    pub(super) fn new(packets_per_path: u32, seed: u64) -> Self {
         Self {
             packets_per_path,
             counter: 0,
             rng: SplitMix64(seed),
             igmp_active: None,
         }
-    }
-
-    /// The configured `packets_per_path`.
-    pub fn packets_per_path(&self) -> u32 {
-        self.packets_per_path
     }
 
     /// `bond_rr_gen_slave_id`.

@@ -25,13 +25,13 @@ struct Credit {
 
 /// Smooth weighted round robin over bytes. See the module docs.
 #[derive(Debug, Default)]
-pub struct Weighted {
+pub(super) struct Weighted {
     credits: Vec<Credit>,
 }
 
 impl Weighted {
     /// A scheduler with no history.
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self::default()
     }
 
@@ -48,7 +48,7 @@ impl Weighted {
 
 /// The weights used for `paths`: `speed_bps`, with zeros raised to the smallest non-zero
 /// usable weight (or all 1 when none is known). Unusable paths weigh 0.
-pub fn effective_weight(p: &PathState, paths: &[PathState]) -> u64 {
+pub(super) fn effective_weight(p: &PathState, paths: &[PathState]) -> u64 {
     if !p.usable {
         return 0;
     }

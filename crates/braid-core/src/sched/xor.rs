@@ -8,7 +8,7 @@ use crate::Instant;
 
 /// bonding's balance-xor with a transmit hash policy.
 #[derive(Debug, Default)]
-pub struct Xor {
+pub(super) struct Xor {
     hash: HashPolicy,
 }
 
@@ -38,12 +38,13 @@ impl Scheduler for Xor {
 
 impl Xor {
     /// A balance-xor scheduler hashing with `hash`.
-    pub fn new(hash: HashPolicy) -> Self {
+    pub(super) fn new(hash: HashPolicy) -> Self {
         Self { hash }
     }
 
+    #[cfg(test)]
     /// The transmit hash policy in use.
-    pub fn policy(&self) -> HashPolicy {
+    pub(super) fn policy(&self) -> HashPolicy {
         self.hash
     }
 }

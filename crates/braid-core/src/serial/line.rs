@@ -30,18 +30,18 @@ use super::Framing;
 use crate::time::Instant;
 
 /// Bits a byte takes on an 8N1 line: a start bit, 8 data bits, a stop bit.
-pub const BITS_PER_BYTE: u32 = 10;
+pub(super) const BITS_PER_BYTE: u32 = 10;
 
 /// How far ahead of the line the writer may be: bytes handed to the tty that the line
 /// has not sent yet (by the line's own clock).
 pub const AHEAD: Duration = Duration::from_millis(10);
 /// How often the line's rate is recomputed from what it carried.
-pub const RATE_EVERY: Duration = Duration::from_millis(100);
+pub(super) const RATE_EVERY: Duration = Duration::from_millis(100);
 /// Backlog (line time of what is written ahead or waiting) above which the rate is
 /// lowered, on top of one full frame's line time ([`Line::backlog_target`]): a frame
 /// just handed over is a frame time of backlog by itself (120 ms for 1400 bytes at
 /// 115200 bd), which is the line being busy, not a queue.
-pub const BACKLOG_TARGET: Duration = Duration::from_millis(30);
+pub(super) const BACKLOG_TARGET: Duration = Duration::from_millis(30);
 
 const NS_PER_S: u128 = 1_000_000_000;
 
@@ -51,22 +51,24 @@ pub fn bytes_per_sec(baud: u32) -> u32 {
 }
 
 /// Data bits per second an 8N1 line of `baud` carries (8 of every 10 bits).
-pub fn data_bits_per_sec(baud: u32) -> f64 {
+pub(super) fn data_bits_per_sec(baud: u32) -> f64 {
     f64::from(baud) * (8.0 / f64::from(BITS_PER_BYTE))
 }
 
+#[cfg(test)]
 /// Line time of one byte at `baud` (whole ns).
-pub fn byte_time(baud: u32) -> Duration {
+pub(super) fn byte_time(baud: u32) -> Duration {
     line_time(1, baud)
 }
 
+#[cfg(test)]
 /// Line time of `bytes` at `baud` (whole ns).
-pub fn line_time(bytes: u64, baud: u32) -> Duration {
+pub(super) fn line_time(bytes: u64, baud: u32) -> Duration {
     Duration::from_nanos(u64::try_from(line_ns(u128::from(bytes), baud)).unwrap_or(u64::MAX))
 }
 
 /// Line time of `bytes` at `baud`, whole µs.
-pub fn line_micros(bytes: u64, baud: u32) -> u64 {
+pub(super) fn line_micros(bytes: u64, baud: u32) -> u64 {
     bytes * u64::from(BITS_PER_BYTE) * 1_000_000 / u64::from(baud.max(1))
 }
 

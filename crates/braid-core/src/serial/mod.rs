@@ -16,11 +16,11 @@
 //! Everything writes into caller-provided buffers; nothing panics on any input. See
 //! `docs/serial.md` for the byte layouts.
 
-pub mod codec;
+mod codec;
 pub mod cslip;
-pub mod line;
-pub mod policy;
-pub mod short;
+mod line;
+mod policy;
+mod short;
 pub mod slip;
 pub mod slip6;
 
@@ -29,7 +29,7 @@ use core::str::FromStr;
 
 pub use codec::{is_compressible, CodecCounters, FrameCodec};
 pub use cslip::{Compressor, CslipError, Decompressor, PacketType};
-pub use line::{Line, LineConfig, LineCounters, LineStatus};
+pub use line::{bytes_per_sec, Line, LineConfig, LineCounters, LineStatus, AHEAD};
 pub use policy::{serial_ack_delay, serial_bps, SerialDefaults};
 
 /// Linux's default SLIP MTU (`SL_MTU`).

@@ -27,13 +27,13 @@
 use crate::wire::{MessageType, DATA_HEADER_LEN, VERSION};
 
 /// Bytes of a short data header.
-pub const SHORT_HEADER_LEN: usize = 7;
+pub(super) const SHORT_HEADER_LEN: usize = 7;
 /// First byte of a short `Data` header.
-pub const SHORT_DATA: u8 = 0x10;
+pub(super) const SHORT_DATA: u8 = 0x10;
 /// First byte of a short `PinnedData` header.
-pub const SHORT_PINNED: u8 = 0x11;
+pub(super) const SHORT_PINNED: u8 = 0x11;
 /// A full header at least this often (in data datagrams of the line).
-pub const FULL_EVERY: u32 = 32;
+pub(super) const FULL_EVERY: u32 = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Fields {
@@ -68,7 +68,7 @@ fn full_fields(h: &[u8]) -> Option<(u8, u16, Fields)> {
 
 /// The sending side of one line.
 #[derive(Clone, Debug, Default)]
-pub struct ShortTx {
+pub(super) struct ShortTx {
     last: Option<Fields>,
     since_full: u32,
 }
@@ -78,7 +78,11 @@ impl ShortTx {
     /// 20 bytes): the 7-byte short form written into `out` (returns `Some(7)`), or
     /// `None` when the full header must go as it is. Anything that is not a plaintext
     /// data header returns `None` and leaves the state alone.
-    pub fn shorten(&mut self, header: &[u8], out: &mut [u8; SHORT_HEADER_LEN]) -> Option<usize> {
+    pub(super) fn shorten(
+        &mut self,
+        header: &[u8],
+        out: &mut [u8; SHORT_HEADER_LEN],
+    ) -> Option<usize> {
         let (ty, _path, f) = full_fields(header)?;
         let short = match self.last {
             Some(l) if self.since_full + 1 < FULL_EVERY => {
@@ -111,7 +115,7 @@ impl ShortTx {
 
 /// The receiving side of one line.
 #[derive(Clone, Debug, Default)]
-pub struct ShortRx {
+pub(super) struct ShortRx {
     path: u16,
     last: Option<Fields>,
 }
@@ -129,13 +133,13 @@ fn nearest(reference: u64, low: u64, bits: u32) -> u64 {
 
 impl ShortRx {
     /// True when `frame` starts with a short data header.
-    pub fn is_short(frame: &[u8]) -> bool {
+    pub(super) fn is_short(frame: &[u8]) -> bool {
         frame.len() >= SHORT_HEADER_LEN && matches!(frame[0], SHORT_DATA | SHORT_PINNED)
     }
 
     /// A full data header received on the line: the new reference. Anything else is
     /// ignored.
-    pub fn observe_full(&mut self, header: &[u8]) {
+    pub(super) fn observe_full(&mut self, header: &[u8]) {
         if let Some((_, path, f)) = full_fields(header) {
             self.path = path;
             self.last = Some(f);
@@ -144,7 +148,7 @@ impl ShortRx {
 
     /// Rebuild the 20-byte header of a short frame (`frame` starts with the 7 short
     /// bytes) into `out`. `None` without a reference or when `frame` is not short.
-    pub fn expand(&mut self, frame: &[u8], out: &mut [u8; DATA_HEADER_LEN]) -> Option<()> {
+    pub(super) fn expand(&mut self, frame: &[u8], out: &mut [u8; DATA_HEADER_LEN]) -> Option<()> {
         if !Self::is_short(frame) {
             return None;
         }

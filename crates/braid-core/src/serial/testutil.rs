@@ -62,7 +62,7 @@ pub(crate) struct Tcp {
 }
 
 impl Tcp {
-    pub fn new(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Self {
+    pub(super) fn new(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Self {
         Tcp {
             src,
             dst,
@@ -85,7 +85,7 @@ impl Tcp {
     }
 
     /// The packet bytes with a correct IP checksum and a correct TCP checksum.
-    pub fn build(&self) -> Vec<u8> {
+    pub(super) fn build(&self) -> Vec<u8> {
         assert!(self.ipopt.len().is_multiple_of(4) && self.ipopt.len() <= 40);
         assert!(self.tcpopt.len().is_multiple_of(4) && self.tcpopt.len() <= 40);
         let nlen = 20 + self.ipopt.len();
@@ -129,7 +129,7 @@ impl Tcp {
     }
 
     /// The TCP checksum bytes of the built packet.
-    pub fn check(&self) -> [u8; 2] {
+    pub(super) fn check(&self) -> [u8; 2] {
         let p = self.build();
         let n = 20 + self.ipopt.len();
         [p[n + 16], p[n + 17]]

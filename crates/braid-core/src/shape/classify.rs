@@ -101,7 +101,7 @@ struct Fields {
 
 /// The shortest run of whole-address filters that is looked up by hash instead of tried
 /// one by one (below it a scan is as fast).
-pub const MIN_EXACT_RUN: usize = 8;
+pub(super) const MIN_EXACT_RUN: usize = 8;
 
 /// Which address of the packet a run of whole-address filters matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

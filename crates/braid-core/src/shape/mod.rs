@@ -9,13 +9,14 @@
 //! | [`classify`] | filters in priority order, first match wins, then the default class |
 //! | [`htb`] | the HTB class tree, token accounting, borrowing, DRR, leaf queues |
 
-pub mod classify;
-pub mod htb;
-pub mod spec;
+mod classify;
+mod htb;
+mod spec;
 pub mod units;
 
+pub use self::classify::Classifier;
 pub use self::htb::{ClassStats, Enqueued, ShapeError, Shaper};
 pub use self::spec::{
     ClassId, ClassIdError, ClassSpec, FilterSpec, PortRange, PortRangeError, Prefix, PrefixError,
-    ShapeSpec,
+    ShapeSpec, SpecError,
 };

@@ -406,6 +406,91 @@ impl Default for ShapeSpec {
     }
 }
 
+/// A structural mistake in a [`ShapeSpec`], naming the class or filter
+/// ([`ShapeSpec::validate_basic`]). Filters are numbered from 1.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpecError {
+    /// A class id with a zero major or minor.
+    ZeroId(ClassId),
+    /// A class whose major differs from the first class's.
+    MixedMajor {
+        /// The class.
+        class: ClassId,
+        /// The first class's major.
+        major: u16,
+    },
+    /// A class id used twice.
+    Duplicate(ClassId),
+    /// A zero rate or ceil.
+    ZeroRate(ClassId),
+    /// A prio above 7.
+    Prio(ClassId, u8),
+    /// A parent that does not exist.
+    NoParent(ClassId, ClassId),
+    /// More than 8 levels, or a cycle.
+    TooDeep(ClassId),
+    /// No default class.
+    NoDefault,
+    /// A default class that does not exist.
+    DefaultMissing(ClassId),
+    /// A default class with children.
+    DefaultNotLeaf(ClassId),
+    /// A filter (number, prio) naming a class that does not exist.
+    FilterClassMissing(usize, u32, ClassId),
+    /// A filter (number, prio) naming a class with children.
+    FilterClassNotLeaf(usize, u32, ClassId),
+    /// A filter (number, prio) whose src and dst are of different IP versions.
+    FilterMixedVersions(usize, u32),
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroId(c) => write!(f, "class {c}: minor and major must be non-zero"),
+            Self::MixedMajor { class, major } => {
+                write!(
+                    f,
+                    "class {class}: major differs from the other classes' ({major:x}:)"
+                )
+            }
+            Self::Duplicate(c) => write!(f, "class {c}: defined twice"),
+            Self::ZeroRate(c) => write!(f, "class {c}: rate and ceil must be non-zero"),
+            Self::Prio(c, p) => write!(f, "class {c}: prio {p} is above 7"),
+            Self::NoParent(c, p) => write!(f, "class {c}: parent {p} does not exist"),
+            Self::TooDeep(c) => {
+                write!(
+                    f,
+                    "class {c}: tree is too deep (more than 8 levels) or has a cycle"
+                )
+            }
+            Self::NoDefault => {
+                f.write_str("no default class: name the leaf that unclassified traffic goes to")
+            }
+            Self::DefaultMissing(d) => write!(f, "default class {d} does not exist"),
+            Self::DefaultNotLeaf(d) => {
+                write!(f, "default class {d} is not a leaf (it has children)")
+            }
+            Self::FilterClassMissing(i, p, c) => {
+                write!(f, "filter {i} (prio {p}): class {c} does not exist")
+            }
+            Self::FilterClassNotLeaf(i, p, c) => {
+                write!(
+                    f,
+                    "filter {i} (prio {p}): class {c} is not a leaf (it has children)"
+                )
+            }
+            Self::FilterMixedVersions(i, p) => {
+                write!(
+                    f,
+                    "filter {i} (prio {p}): src and dst are of different IP versions"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
 impl ShapeSpec {
     /// Cheap structural checks, each error naming the class or filter: class ids unique,
     /// non-zero minor, one major for all; every parent exists with the same major and
@@ -413,29 +498,28 @@ impl ShapeSpec {
     /// non-zero; prio 0-7; the default class is set and is a leaf (braid never sends
     /// unclassified traffic unshaped); every filter's class exists and is a leaf (the
     /// kernel would silently fall through to the default).
-    pub fn validate_basic(&self) -> Result<(), String> {
+    pub fn validate_basic(&self) -> Result<(), SpecError> {
         use std::collections::HashMap;
         let mut by_id: HashMap<ClassId, &ClassSpec> = HashMap::new();
         let major = self.classes.first().map(|c| c.id.major());
         for c in &self.classes {
             if c.id.minor() == 0 || c.id.major() == 0 {
-                return Err(format!("class {}: minor and major must be non-zero", c.id));
+                return Err(SpecError::ZeroId(c.id));
             }
             if Some(c.id.major()) != major {
-                return Err(format!(
-                    "class {}: major differs from the other classes' ({:x}:)",
-                    c.id,
-                    major.unwrap_or(0)
-                ));
+                return Err(SpecError::MixedMajor {
+                    class: c.id,
+                    major: major.expect("the first class set it"),
+                });
             }
             if by_id.insert(c.id, c).is_some() {
-                return Err(format!("class {}: defined twice", c.id));
+                return Err(SpecError::Duplicate(c.id));
             }
             if c.rate_bps == 0 || c.ceil_bps == Some(0) {
-                return Err(format!("class {}: rate and ceil must be non-zero", c.id));
+                return Err(SpecError::ZeroRate(c.id));
             }
             if c.prio > 7 {
-                return Err(format!("class {}: prio {} is above 7", c.id, c.prio));
+                return Err(SpecError::Prio(c.id, c.prio));
             }
         }
         let mut has_child: HashMap<ClassId, ()> = HashMap::new();
@@ -444,14 +528,11 @@ impl ShapeSpec {
             let mut p = c.parent;
             while let Some(pid) = p {
                 let Some(parent) = by_id.get(&pid) else {
-                    return Err(format!("class {}: parent {pid} does not exist", c.id));
+                    return Err(SpecError::NoParent(c.id, pid));
                 };
                 depth += 1;
                 if depth > 8 {
-                    return Err(format!(
-                        "class {}: tree is too deep (more than 8 levels) or has a cycle",
-                        c.id
-                    ));
+                    return Err(SpecError::TooDeep(c.id));
                 }
                 p = parent.parent;
             }
@@ -461,43 +542,21 @@ impl ShapeSpec {
         }
         let leaf = |id: ClassId| by_id.contains_key(&id) && !has_child.contains_key(&id);
         match self.default_class {
-            None => {
-                return Err(
-                    "no default class: name the leaf that unclassified traffic goes to".into(),
-                )
-            }
-            Some(d) if !by_id.contains_key(&d) => {
-                return Err(format!("default class {d} does not exist"))
-            }
-            Some(d) if !leaf(d) => {
-                return Err(format!("default class {d} is not a leaf (it has children)"))
-            }
+            None => return Err(SpecError::NoDefault),
+            Some(d) if !by_id.contains_key(&d) => return Err(SpecError::DefaultMissing(d)),
+            Some(d) if !leaf(d) => return Err(SpecError::DefaultNotLeaf(d)),
             Some(_) => {}
         }
         for (i, f) in self.filters.iter().enumerate() {
             if !by_id.contains_key(&f.class) {
-                return Err(format!(
-                    "filter {} (prio {}): class {} does not exist",
-                    i + 1,
-                    f.prio,
-                    f.class
-                ));
+                return Err(SpecError::FilterClassMissing(i + 1, f.prio, f.class));
             }
             if !leaf(f.class) {
-                return Err(format!(
-                    "filter {} (prio {}): class {} is not a leaf (it has children)",
-                    i + 1,
-                    f.prio,
-                    f.class
-                ));
+                return Err(SpecError::FilterClassNotLeaf(i + 1, f.prio, f.class));
             }
             if let (Some(s), Some(d)) = (f.src, f.dst) {
                 if s.addr.is_ipv4() != d.addr.is_ipv4() {
-                    return Err(format!(
-                        "filter {} (prio {}): src and dst are of different IP versions",
-                        i + 1,
-                        f.prio
-                    ));
+                    return Err(SpecError::FilterMixedVersions(i + 1, f.prio));
                 }
             }
         }
@@ -628,7 +687,7 @@ mod tests {
         for (mutate, want) in cases {
             let mut s = two_level();
             mutate(&mut s);
-            let err = s.validate_basic().unwrap_err();
+            let err = s.validate_basic().unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} lacks {want:?}");
         }
     }

@@ -130,7 +130,7 @@ impl<N: Node> Pair<N> {
     pub fn add_line(&mut self, cfg: PathConfig, line: LineConfig, delay: Duration) -> usize {
         let i = self.paths.len();
         let emu = EmuConfig {
-            rate_bps: u64::from(crate::serial::line::bytes_per_sec(line.baud)) * 8,
+            rate_bps: u64::from(crate::serial::bytes_per_sec(line.baud)) * 8,
             delay,
             ..EmuConfig::default()
         };

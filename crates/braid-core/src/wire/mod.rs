@@ -38,6 +38,9 @@ use core::time::Duration;
 
 pub mod ip;
 
+/// Plain mode's tag header (`docs/wire.md`, "Plain mode tags"), in front of a datagram.
+pub use crate::plain::{TAGGED_VERSION, TAG_HEADER_LEN};
+
 /// Wire version this build speaks.
 pub const VERSION: u8 = 1;
 /// Reserved for the authenticated-encryption envelope of a later version: a datagram
@@ -247,28 +250,28 @@ impl TryFrom<u8> for MessageType {
 mod field {
     use core::ops::Range;
 
-    pub const VERSION: usize = 0;
-    pub const TYPE: usize = 1;
-    pub const PATH: Range<usize> = 2..4;
-    pub const TIMESTAMP: Range<usize> = 4..8;
+    pub(super) const VERSION: usize = 0;
+    pub(super) const TYPE: usize = 1;
+    pub(super) const PATH: Range<usize> = 2..4;
+    pub(super) const TIMESTAMP: Range<usize> = 4..8;
 
-    pub const SEQ: Range<usize> = 8..16;
-    pub const PATH_SEQ: Range<usize> = 16..20;
+    pub(super) const SEQ: Range<usize> = 8..16;
+    pub(super) const PATH_SEQ: Range<usize> = 16..20;
 
-    pub const PART: usize = 20;
-    pub const PARTS: usize = 21;
-    pub const PART_KIND: usize = 22;
+    pub(super) const PART: usize = 20;
+    pub(super) const PARTS: usize = 21;
+    pub(super) const PART_KIND: usize = 22;
 
-    pub const PROBE_SEQ: Range<usize> = 8..12;
-    pub const PROBE_EPOCH: Range<usize> = 12..20;
-    pub const PROBE_ECHO: Range<usize> = 12..16;
-    pub const PROBE_HOLD: Range<usize> = 16..20;
+    pub(super) const PROBE_SEQ: Range<usize> = 8..12;
+    pub(super) const PROBE_EPOCH: Range<usize> = 12..20;
+    pub(super) const PROBE_ECHO: Range<usize> = 12..16;
+    pub(super) const PROBE_HOLD: Range<usize> = 16..20;
 
-    pub const ACK_HIGHEST: Range<usize> = 8..12;
-    pub const ACK_RX_BYTES: Range<usize> = 12..20;
-    pub const ACK_RX_PACKETS: Range<usize> = 20..28;
-    pub const ACK_ECHO: Range<usize> = 28..32;
-    pub const ACK_HOLD: Range<usize> = 32..36;
+    pub(super) const ACK_HIGHEST: Range<usize> = 8..12;
+    pub(super) const ACK_RX_BYTES: Range<usize> = 12..20;
+    pub(super) const ACK_RX_PACKETS: Range<usize> = 20..28;
+    pub(super) const ACK_ECHO: Range<usize> = 28..32;
+    pub(super) const ACK_HOLD: Range<usize> = 32..36;
 }
 
 // Panic-free big-endian readers: a missing range reads as zero. `Packet::new_checked`

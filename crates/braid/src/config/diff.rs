@@ -8,10 +8,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use braid_core::sched::active_backup::Reselect;
-use braid_core::sched::SchedulerConfig;
 use braid_core::shape::units::format_rate;
 use braid_core::shape::{ClassSpec, ShapeSpec};
+use braid_core::Reselect;
+use braid_core::SchedulerConfig;
 
 use super::{
     Config, Encryption, PathSettings, SerialMode, SerialSettings, ShapeSettings, Transport,

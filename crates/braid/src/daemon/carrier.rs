@@ -8,7 +8,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
-use braid_core::endpoint::{Endpoint, Kind, Transmit};
+use braid_core::{Endpoint, Transmit, TransmitKind};
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
@@ -334,7 +334,7 @@ impl PathIo {
         let (Some(sock), Some(to)) = (u.sock.as_ref(), t.to) else {
             // The sealer's handshakes go to every path; only a closed socket's bond
             // datagrams are errors.
-            if t.kind != Kind::Handshake {
+            if t.kind != TransmitKind::Handshake {
                 self.counters.send_errors += 1;
             }
             return Outcome::Fine;

@@ -10,7 +10,7 @@ use braid_core::crypto::Rejected;
 use braid_core::Instant;
 
 use crate::log::{self, ddebug, dlog, Level};
-use braid_core::endpoint::{Endpoint, Sealer};
+use braid_core::{Endpoint, Sealer};
 
 /// Without a session this long after start, the log says so and what to check: two
 /// handshake retries (5 s apart) went unanswered.

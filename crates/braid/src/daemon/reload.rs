@@ -14,10 +14,10 @@
 use std::path::Path;
 
 use braid_core::bond::Bond;
-use braid_core::endpoint::Endpoint;
-use braid_core::sched::SchedulerConfig;
 use braid_core::shape::Shaper;
+use braid_core::Endpoint;
 use braid_core::Instant;
+use braid_core::SchedulerConfig;
 use serde_json::Value;
 
 use super::{Carrier, PathIo};
@@ -611,7 +611,7 @@ mod tests {
             &serde_json::json!({"ok": false, "error": "x"}),
         );
         assert_eq!(r.applied.paths.len(), 3);
-        let kind = braid_core::endpoint::PathKind::Udp { remote: None };
+        let kind = braid_core::PathKind::Udp { remote: None };
         r.ep.add_path(
             Instant::ZERO,
             crate::config::path_config("extra", 7, 0),

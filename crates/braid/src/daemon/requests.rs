@@ -2,8 +2,8 @@
 //! `class-change`) answered from the endpoint and the paths' IO, and the parts of a
 //! `status` answer that are not the bond's (sessions, privileges, raw-ip lines).
 
-use braid_core::endpoint::{Endpoint, PathKind};
 use braid_core::Instant;
+use braid_core::{Endpoint, PathKind};
 use serde_json::{json, Value};
 
 use super::carrier::{Carrier, IoCounters, PathIo, UdpIo};

@@ -4,14 +4,14 @@
 //! bytes between it and the endpoint (`docs/serial.md`).
 //!
 //! **Pacing.** The line offers bytes only while its own clock is less than
-//! [`braid_core::serial::line::AHEAD`] ahead of the line (a pty takes ~20 KB before it
+//! [`braid_core::serial::AHEAD`] ahead of the line (a pty takes ~20 KB before it
 //! blocks and TIOCOUTQ on it is always 0, and a UART's buffer would hide a queue from
 //! braid's scheduler just as well); [`SerialPath::flush`] hands them to the tty.
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
-use braid_core::endpoint::Endpoint;
 use braid_core::serial::Line;
+use braid_core::Endpoint;
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
@@ -159,8 +159,8 @@ mod tests {
     use std::io::Read;
     use std::time::Duration;
 
-    use braid_core::endpoint::PathKind;
     use braid_core::serial::Framing;
+    use braid_core::PathKind;
 
     use super::*;
     use crate::sys::tty::open_pty;

@@ -9,8 +9,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::time::Duration;
 
-use braid_core::endpoint::Endpoint;
-use braid_core::path::LinkState;
+use braid_core::Endpoint;
+use braid_core::LinkState;
 use braid_core::{Instant, PathId};
 
 use super::{Carrier, PathIo, UdpIo};
@@ -315,7 +315,7 @@ mod tests {
         )
         .unwrap();
         let (mut ep, _) = cfg.build_endpoint(Instant::ZERO).unwrap();
-        let kind = braid_core::endpoint::PathKind::Udp { remote: None };
+        let kind = braid_core::PathKind::Udp { remote: None };
         let id = ep
             .add_path(
                 Instant::ZERO,

@@ -366,7 +366,7 @@ fn reorder(o: &mut Out, st: &Value) {
         .map(|v| v.as_f64().unwrap_or(0.0))
         .collect();
     let mut cum = 0.0;
-    for (i, b) in braid_core::reorder::WAIT_BUCKETS_US.iter().enumerate() {
+    for (i, b) in braid_core::WAIT_BUCKETS_US.iter().enumerate() {
         cum += hist.get(i).copied().unwrap_or(0.0);
         let le = value(*b as f64 / 1e6);
         o.sample("braid_reorder_wait_seconds_bucket", &[("le", &le)], cum);

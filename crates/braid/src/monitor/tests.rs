@@ -151,7 +151,7 @@ fn metrics_parse_as_prometheus_text() {
         .expect("histogram");
     match &h.value {
         prometheus_parse::Value::Histogram(b) => {
-            assert_eq!(b.len(), braid_core::reorder::WAIT_BUCKETS_US.len() + 1);
+            assert_eq!(b.len(), braid_core::WAIT_BUCKETS_US.len() + 1);
             assert!(b.last().unwrap().less_than.is_infinite());
         }
         other => panic!("not a histogram: {other:?}"),

@@ -248,7 +248,7 @@ impl Tty {
 
     /// Bytes per second the line carries with 8N1 framing (10 bits per byte).
     pub fn bytes_per_sec(&self) -> u32 {
-        braid_core::serial::line::bytes_per_sec(self.baud)
+        braid_core::serial::bytes_per_sec(self.baud)
     }
 
     /// Read what is there. `WouldBlock` (bare, no allocation) when nothing is; a hang-up

@@ -2,7 +2,7 @@
 //! bound to a device (SO_BINDTODEVICE). Not connected: the daemon sends with `send_to` the
 //! path's current peer address and reads with `recv_from`, so that the peer address can
 //! follow authenticated datagrams from a new source (roaming, NAT rebinding). Datagrams
-//! from other sources are filtered by the endpoint's sealer (`braid_core::endpoint::Sealer`), not by the kernel.
+//! from other sources are filtered by the endpoint's sealer (`braid_core::Sealer`), not by the kernel.
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
