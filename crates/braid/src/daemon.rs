@@ -22,6 +22,7 @@ use crate::log::{dlog, dwarn, Level};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
 use crate::sys::tun::Tun;
+use crate::sys::udp_batch::RECV_SLOTS;
 
 mod carrier;
 mod device;
@@ -39,8 +40,10 @@ pub use device::{Device, PacketPipe};
 use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
 
-/// Most packets read from one fd per loop turn.
+/// Most packets read from the TUN (or a serial line's reads) per loop turn.
 pub const BATCH: usize = 64;
+/// Most `recvmmsg` batches read from one path per loop turn.
+const PATH_BATCHES: usize = 4;
 /// How often a broken path socket is re-created.
 pub const SOCKET_RETRY: Duration = Duration::from_secs(1);
 /// Largest datagram read from a path socket.
@@ -245,7 +248,7 @@ impl Daemon {
             address: b.address.to_string(),
             tx_buf: vec![0; bufsize.max(MAX_DATAGRAM)],
             rx_buf: vec![0; MAX_DATAGRAM],
-            rx_batch: RecvBatch::new(BATCH, MAX_DATAGRAM),
+            rx_batch: RecvBatch::default(),
             tun_buf: vec![0; MAX_DATAGRAM],
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             tun_write_errors: 0,
@@ -430,13 +433,22 @@ impl Daemon {
             }
             return;
         }
-        let outcome = p.recv_batch(now, &mut self.rx_batch);
-        for (src, d) in self.rx_batch.datagrams() {
-            ep.handle_udp(now, id, src, d);
-            notices.after_incoming(now, &p.name, Some(src), ep);
-        }
-        if outcome != carrier::Outcome::Fine {
-            ep.handle_path_error(now, id);
+        // A few batches per wake-up (each one `recvmmsg`), so that one busy path does not
+        // keep the others and the TUN waiting.
+        for _ in 0..PATH_BATCHES {
+            let outcome = p.recv_batch(now, &mut self.rx_batch);
+            for (src, d) in self.rx_batch.datagrams() {
+                p.counters.recv_datagrams += 1;
+                ep.handle_udp(now, id, src, d);
+                notices.after_incoming(now, &p.name, Some(src), ep);
+            }
+            if outcome != carrier::Outcome::Fine {
+                ep.handle_path_error(now, id);
+                return;
+            }
+            if self.rx_batch.messages() < RECV_SLOTS {
+                return;
+            }
         }
     }
 
@@ -462,7 +474,12 @@ impl Daemon {
             ) else {
                 continue;
             };
-            if p.send(now, &t, data) != carrier::Outcome::Fine {
+            if p.queue(now, &t, data) != carrier::Outcome::Fine {
+                self.ep.handle_path_error(now, p.id);
+            }
+        }
+        for p in &mut self.paths {
+            if p.flush(now) != carrier::Outcome::Fine {
                 self.ep.handle_path_error(now, p.id);
             }
         }

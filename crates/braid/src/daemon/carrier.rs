@@ -1,11 +1,11 @@
 //! The carriers: what moves a path's bytes. A UDP path's socket ([`UdpIo`]) or a serial
 //! line ([`SerialPath`]), each re-opened when it breaks, behind one [`PathIo`] whose
 //! methods are the only place that tells them apart. The loop hands a path's datagrams to
-//! the endpoint in batches ([`RecvBatch`]) and sends what the endpoint returns through
-//! [`PathIo::send`].
+//! the endpoint in batches ([`RecvBatch`]: one `recvmmsg`, GRO lists cut apart), queues
+//! what the endpoint returns with [`PathIo::queue`], which gathers each path's datagrams
+//! into runs, and ends the turn with [`PathIo::flush`] (one GSO `sendmsg` per run).
 
-use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
 use braid_core::{Endpoint, Transmit, TransmitKind};
@@ -18,6 +18,8 @@ use super::SOCKET_RETRY;
 use crate::config::{self, termios_baud, PathSettings, Transport, UdpSettings};
 use crate::log::{dwarn, Level};
 use crate::sys::udp::{self, ErrorKind};
+pub use crate::sys::udp_batch::RecvBatch;
+use crate::sys::udp_batch::{BatchSocket, TxRun};
 
 /// Counters of the IO layer (not the bond's), shown by `status`.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
@@ -28,6 +30,14 @@ pub struct IoCounters {
     pub send_errors: u64,
     /// Receive errors.
     pub recv_errors: u64,
+    /// Datagrams handed to the socket (sent or failed).
+    pub send_datagrams: u64,
+    /// `sendmsg` calls they took (fewer than datagrams with UDP GSO).
+    pub send_calls: u64,
+    /// Datagrams read.
+    pub recv_datagrams: u64,
+    /// `recvmmsg` calls that returned them.
+    pub recv_calls: u64,
     /// Datagrams the emulator dropped (loss, outage, queue full).
     pub emu_dropped: u64,
 }
@@ -39,7 +49,9 @@ pub struct UdpIo {
     pub local: SocketAddr,
     /// Device binding.
     pub dev: Option<String>,
-    pub(super) sock: Option<UdpSocket>,
+    pub(super) sock: Option<BatchSocket>,
+    /// Datagrams waiting for the end of the turn, sent as one GSO run.
+    run: TxRun,
     /// The configured `remote` and SO_MARK, the device's address, name resolution
     /// (`daemon/uplink.rs`). The peer's current address is the endpoint's
     /// ([`Endpoint::remote`]).
@@ -58,34 +70,9 @@ impl UdpIo {
             local,
             dev,
             sock: None,
+            run: TxRun::default(),
             uplink: Box::new(uplink::Uplink::new(target, mark)),
         }
-    }
-
-    /// Read what the socket has into `batch` (at most its capacity). An error that is
-    /// not about one datagram ends the batch and is returned with its kind.
-    fn recv_batch(&mut self, batch: &mut RecvBatch) -> Result<(), (ErrorKind, io::Error)> {
-        batch.clear();
-        let Some(sock) = self.sock.as_ref() else {
-            return Ok(());
-        };
-        while batch.len < batch.slots.len() {
-            let slot = &mut batch.slots[batch.len];
-            match sock.recv_from(&mut slot.buf) {
-                Ok((n, src)) => {
-                    slot.len = n;
-                    slot.src = src;
-                    batch.len += 1;
-                }
-                Err(e) => match udp::classify_on(sock, &e) {
-                    ErrorKind::WouldBlock => return Ok(()),
-                    // An ICMP error about one earlier datagram: go on reading.
-                    ErrorKind::Datagram => continue,
-                    kind => return Err((kind, e)),
-                },
-            }
-        }
-        Ok(())
     }
 }
 
@@ -96,51 +83,6 @@ pub enum Carrier {
     Udp(UdpIo),
     /// A serial line (`daemon/serial.rs`).
     Serial(Box<SerialPath>),
-}
-
-/// One datagram of a [`RecvBatch`].
-#[derive(Debug)]
-struct Slot {
-    buf: Vec<u8>,
-    len: usize,
-    src: SocketAddr,
-}
-
-/// Datagrams read from one path in one go, each with its source. (One `recvfrom` each
-/// today; the buffers are laid out for `recvmmsg`.)
-#[derive(Debug)]
-pub struct RecvBatch {
-    slots: Vec<Slot>,
-    len: usize,
-}
-
-impl RecvBatch {
-    /// Room for `n` datagrams of up to `size` bytes.
-    pub fn new(n: usize, size: usize) -> RecvBatch {
-        let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
-        RecvBatch {
-            slots: (0..n)
-                .map(|_| Slot {
-                    buf: vec![0; size],
-                    len: 0,
-                    src: unknown,
-                })
-                .collect(),
-            len: 0,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// The datagrams read, each with its source, mutable (they are opened in place).
-    pub fn datagrams(&mut self) -> impl Iterator<Item = (SocketAddr, &mut [u8])> {
-        self.slots
-            .iter_mut()
-            .take(self.len)
-            .filter_map(|s| Some((s.src, s.buf.get_mut(..s.len)?)))
-    }
 }
 
 /// What a send or receive said about the path.
@@ -261,7 +203,7 @@ impl PathIo {
         let res = match &mut self.carrier {
             Carrier::Udp(u) => match u.bind_addr() {
                 Err(why) => Err((why, None)),
-                Ok(at) => match udp::open(at, u.dev.as_deref(), u.uplink.mark) {
+                Ok(at) => match BatchSocket::open(at, u.dev.as_deref(), u.uplink.mark) {
                     Ok(s) => {
                         u.sock = Some(s);
                         u.uplink.bound = Some(at);
@@ -304,7 +246,10 @@ impl PathIo {
             crate::log::limited(now, Level::Warn, &line, line.clone());
         }
         match &mut self.carrier {
-            Carrier::Udp(u) => u.sock = None,
+            Carrier::Udp(u) => {
+                u.sock = None;
+                u.run.clear();
+            }
             Carrier::Serial(s) => s.close(),
         }
         self.last_error = Some(msg);
@@ -325,8 +270,10 @@ impl PathIo {
         }
     }
 
-    /// Send one datagram the endpoint handed out for this (UDP) path.
-    pub(super) fn send(&mut self, now: Instant, t: &Transmit, data: &[u8]) -> Outcome {
+    /// Take a datagram the endpoint handed out for this (UDP) path: it joins the path's
+    /// run, which is sent first if the datagram cannot join it (another address, a
+    /// longer datagram, a full run).
+    pub(super) fn queue(&mut self, now: Instant, t: &Transmit, data: &[u8]) -> Outcome {
         let Carrier::Udp(u) = &mut self.carrier else {
             // A line's datagrams stay in the endpoint's line until its clock lets them out.
             return Outcome::Fine;
@@ -339,18 +286,46 @@ impl PathIo {
             }
             return Outcome::Fine;
         };
-        let Err(e) = sock.send_to(data, to) else {
+        if !u.run.fits(to, data.len(), sock.max_run()) {
+            let outcome = self.flush(now);
+            if outcome == Outcome::Failed {
+                return outcome;
+            }
+            let Carrier::Udp(u) = &mut self.carrier else {
+                unreachable!("checked above")
+            };
+            u.run.push(to, data);
+            return outcome;
+        }
+        u.run.push(to, data);
+        Outcome::Fine
+    }
+
+    /// Send the path's run (see [`PathIo::queue`]).
+    pub(super) fn flush(&mut self, now: Instant) -> Outcome {
+        let Carrier::Udp(u) = &mut self.carrier else {
             return Outcome::Fine;
         };
-        match udp::classify_on(sock, &e) {
-            ErrorKind::WouldBlock => self.counters.send_would_block += 1,
-            ErrorKind::Datagram => self.counters.send_errors += 1,
+        let n = u.run.len() as u64;
+        let Some(sock) = u.sock.as_ref().filter(|_| n > 0) else {
+            return Outcome::Fine;
+        };
+        let sent = sock.send(&u.run);
+        u.run.clear();
+        self.counters.send_datagrams += n;
+        self.counters.send_calls += 1;
+        let Err(e) = sent else {
+            return Outcome::Fine;
+        };
+        match udp::classify_on(sock.socket(), &e) {
+            ErrorKind::WouldBlock => self.counters.send_would_block += n,
+            ErrorKind::Datagram => self.counters.send_errors += n,
             ErrorKind::Path => {
-                self.counters.send_errors += 1;
+                self.counters.send_errors += n;
                 return Outcome::PathError;
             }
             ErrorKind::Socket => {
-                self.counters.send_errors += 1;
+                self.counters.send_errors += n;
                 self.fail(now, format!("send: {e}"));
                 return Outcome::Failed;
             }
@@ -358,24 +333,37 @@ impl PathIo {
         Outcome::Fine
     }
 
-    /// Read what a UDP path's socket has into `batch`.
+    /// Read what a UDP path's socket has into `batch` (one `recvmmsg`; empty when there
+    /// was nothing).
     pub(super) fn recv_batch(&mut self, now: Instant, batch: &mut RecvBatch) -> Outcome {
+        batch.clear();
         let Carrier::Udp(u) = &mut self.carrier else {
-            batch.clear();
             return Outcome::Fine;
         };
-        match u.recv_batch(batch) {
-            Ok(()) => Outcome::Fine,
-            Err((ErrorKind::Socket, e)) => {
-                self.counters.recv_errors += 1;
-                self.fail(now, format!("receive: {e}"));
-                Outcome::Failed
-            }
-            Err(_) => {
-                self.counters.recv_errors += 1;
-                Outcome::PathError
+        let Some(sock) = u.sock.as_ref() else {
+            return Outcome::Fine;
+        };
+        // An ICMP error about an earlier datagram is reported once: read on after it.
+        for _ in 0..4 {
+            let Err(e) = sock.recv(batch) else {
+                self.counters.recv_calls += 1;
+                return Outcome::Fine;
+            };
+            match udp::classify_on(sock.socket(), &e) {
+                ErrorKind::WouldBlock => return Outcome::Fine,
+                ErrorKind::Datagram => continue,
+                ErrorKind::Socket => {
+                    self.counters.recv_errors += 1;
+                    self.fail(now, format!("receive: {e}"));
+                    return Outcome::Failed;
+                }
+                ErrorKind::Path => {
+                    self.counters.recv_errors += 1;
+                    return Outcome::PathError;
+                }
             }
         }
+        Outcome::Fine
     }
 
     /// The `io` entry of `status` for this path.

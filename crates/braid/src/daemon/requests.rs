@@ -12,7 +12,7 @@ use super::SOCKET_RETRY;
 use crate::config;
 use crate::control::{self, Request};
 use crate::log::dlog;
-use crate::sys::udp;
+use crate::sys::udp_batch::BatchSocket;
 
 /// The session and privilege figures of a `status` answer (`encryption`, `privileges`).
 pub(super) fn add_session(
@@ -118,7 +118,7 @@ pub(super) fn handle_request(
                 ));
             }
             // Open the socket first: a clear local mistake (address in use) is refused.
-            let sock = udp::open(local, dev.as_deref(), mark);
+            let sock = BatchSocket::open(local, dev.as_deref(), mark);
             if let Err(e) = &sock {
                 if matches!(
                     e.err.raw_os_error(),

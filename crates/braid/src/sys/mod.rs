@@ -10,6 +10,7 @@ pub mod signal;
 pub mod tty;
 pub mod tun;
 pub mod udp;
+pub mod udp_batch;
 
 use std::io;
 

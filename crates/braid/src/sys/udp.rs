@@ -63,22 +63,37 @@ pub fn open(
     let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
     let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
     if local.is_ipv4() {
-        // Let the kernel fragment rather than fail sends larger than the route's MTU.
-        let v: libc::c_int = libc::IP_PMTUDISC_DONT;
-        // SAFETY: setsockopt with a pointer to a c_int of the right size.
-        unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        let_kernel_fragment(&sock);
     }
     sock.bind(&local.into())
         .map_err(step(format!("bind {local}")))?;
     Ok(sock.into())
+}
+
+/// Let the kernel fragment an IPv4 datagram larger than the route's MTU rather than fail
+/// the send (`IP_PMTUDISC_DONT`).
+pub fn let_kernel_fragment(sock: &impl AsRawFd) {
+    set_int_option(
+        sock,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DONT,
+    );
+}
+
+/// `setsockopt` of an int option; a failure leaves the socket as it was (the options set
+/// this way are tunings, not requirements).
+pub fn set_int_option(sock: &impl AsRawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) {
+    // SAFETY: setsockopt with a pointer to a c_int of the right size.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 /// What a send or receive error means for the path.

@@ -1,0 +1,368 @@
+//! A path's UDP socket with batched IO, through `quinn-udp`: reads take up to
+//! [`RECV_SLOTS`] messages in one `recvmmsg`, each of which may hold a UDP GRO list of
+//! datagrams; sends go out in runs ([`TxRun`]) of equal-size datagrams to one address,
+//! one `sendmsg` with `UDP_SEGMENT` (GSO) each. Where the kernel or the NIC refuses GSO
+//! (EIO/EINVAL), `quinn-udp` turns it off for the socket and runs are sent one datagram
+//! at a time.
+
+use std::io::{self, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+
+use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
+
+use super::udp::{self, OpenError};
+
+/// Messages read by one `recvmmsg` (`quinn-udp`'s batch on Linux).
+pub const RECV_SLOTS: usize = 32;
+
+/// Bytes per message: a GRO list holds at most 64 datagrams (`UDP_GRO_CNT_MAX`), so a
+/// 1500-byte path's list (64 × 1472 = 94,208 bytes) fits, and any single datagram does.
+/// What a longer list would lose is cut off by the kernel: its last datagram arrives
+/// short and fails to parse or authenticate (a counted drop).
+pub const SLOT_BYTES: usize = 128 * 1024;
+
+/// At most this many datagrams in one GSO send (the kernel's `UDP_MAX_SEGMENTS` is 128;
+/// `quinn-udp` and wireguard-go use 64).
+pub const MAX_RUN: usize = 64;
+
+/// Bytes of one GSO send at most: an IP datagram's 65,535 less the IPv6 and UDP headers.
+const MAX_RUN_BYTES: usize = 65_535 - 40 - 8;
+
+/// A path's socket and its batching state.
+#[derive(Debug)]
+pub struct BatchSocket {
+    sock: UdpSocket,
+    state: UdpSocketState,
+}
+
+impl BatchSocket {
+    /// Open as [`udp::open`] does, then enable GRO and probe GSO.
+    pub fn open(
+        local: SocketAddr,
+        dev: Option<&str>,
+        mark: Option<u32>,
+    ) -> Result<BatchSocket, OpenError> {
+        let sock = udp::open(local, dev, mark)?;
+        BatchSocket::new(sock).map_err(|err| OpenError {
+            step: "UDP batching (GRO/GSO) setup".into(),
+            err,
+        })
+    }
+
+    /// Batching on an open socket. `quinn-udp` turns on GRO and packet info and sets
+    /// "do not fragment"; braid keeps its own fragmentation rule (the kernel may fragment
+    /// an IPv4 datagram larger than the route's MTU, `udp::open`) and does without receive
+    /// timestamps.
+    pub fn new(sock: UdpSocket) -> io::Result<BatchSocket> {
+        let state = UdpSocketState::new((&sock).into())?;
+        if sock.local_addr()?.is_ipv4() {
+            udp::let_kernel_fragment(&sock);
+        }
+        udp::set_int_option(&sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 0);
+        Ok(BatchSocket { sock, state })
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+
+    /// How many datagrams one send may carry now (1 once GSO was refused).
+    pub fn max_run(&self) -> usize {
+        self.state.max_gso_segments().clamp(1, MAX_RUN)
+    }
+
+    /// Whether received messages may hold GRO lists.
+    pub fn gro(&self) -> bool {
+        self.state.gro_segments() > 1
+    }
+
+    /// Send `run` (one datagram, or a GSO run of them); it is left as it was.
+    pub fn send(&self, run: &TxRun) -> io::Result<()> {
+        let Some(to) = run.to else {
+            return Ok(());
+        };
+        let t = Transmit {
+            destination: to,
+            ecn: None,
+            contents: &run.buf,
+            segment_size: (run.count > 1).then_some(run.segment),
+            src_ip: None,
+        };
+        self.state.try_send((&self.sock).into(), &t)
+    }
+
+    /// Read what the socket has, up to [`RECV_SLOTS`] messages, into `batch`.
+    pub fn recv(&self, batch: &mut RecvBatch) -> io::Result<()> {
+        batch.len = 0;
+        let mut chunks = batch.buf.chunks_mut(SLOT_BYTES);
+        let mut iovs: [IoSliceMut<'_>; RECV_SLOTS] = std::array::from_fn(|_| {
+            IoSliceMut::new(chunks.next().expect("the buffer is RECV_SLOTS slots long"))
+        });
+        batch.len = self
+            .state
+            .recv((&self.sock).into(), &mut iovs, &mut batch.meta)?;
+        Ok(())
+    }
+}
+
+impl AsRawFd for BatchSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+/// Messages read from one path in one `recvmmsg`, each one datagram or a GRO list.
+pub struct RecvBatch {
+    buf: Vec<u8>,
+    meta: [RecvMeta; RECV_SLOTS],
+    len: usize,
+}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch").field("len", &self.len).finish()
+    }
+}
+
+impl Default for RecvBatch {
+    fn default() -> Self {
+        RecvBatch {
+            buf: vec![0; RECV_SLOTS * SLOT_BYTES],
+            meta: std::array::from_fn(|_| RecvMeta::default()),
+            len: 0,
+        }
+    }
+}
+
+impl RecvBatch {
+    /// Messages read by the last [`BatchSocket::recv`].
+    pub fn messages(&self) -> usize {
+        self.len
+    }
+
+    /// Forget what was read.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The datagrams read, each with its source, mutable (they are opened in place): GRO
+    /// lists are cut at their stride.
+    pub fn datagrams(&mut self) -> impl Iterator<Item = (SocketAddr, &mut [u8])> {
+        let metas = &self.meta[..self.len.min(RECV_SLOTS)];
+        self.buf
+            .chunks_mut(SLOT_BYTES)
+            .zip(metas)
+            .flat_map(|(slot, m)| {
+                let data = &mut slot[..m.len.min(SLOT_BYTES)];
+                segments(data, m.stride).map(move |d| (m.addr, d))
+            })
+    }
+
+    /// A batch as if `recv` had read `messages` (source, bytes, GRO stride): the tests'
+    /// way in.
+    #[cfg(test)]
+    fn fake(messages: &[(SocketAddr, &[u8], usize)]) -> RecvBatch {
+        let mut b = RecvBatch::default();
+        for (i, (addr, bytes, stride)) in messages.iter().enumerate() {
+            b.buf[i * SLOT_BYTES..][..bytes.len()].copy_from_slice(bytes);
+            b.meta[i] = meta(*addr, bytes.len(), *stride);
+        }
+        b.len = messages.len();
+        b
+    }
+}
+
+/// A message's description as `recv` fills it in (`RecvMeta` is non-exhaustive).
+#[cfg(test)]
+fn meta(addr: SocketAddr, len: usize, stride: usize) -> RecvMeta {
+    let mut m = RecvMeta::default();
+    (m.addr, m.len, m.stride) = (addr, len, stride);
+    m
+}
+
+/// A GRO list cut at `stride` (the last datagram may be shorter); a stride of 0 or one
+/// at least the length means one datagram.
+fn segments(data: &mut [u8], stride: usize) -> impl Iterator<Item = &mut [u8]> {
+    let stride = if stride == 0 {
+        data.len().max(1)
+    } else {
+        stride
+    };
+    data.chunks_mut(stride)
+}
+
+/// Datagrams gathered for one path during a turn, sent as one GSO run: the same
+/// destination, all of one size but the last, which may be shorter and ends the run.
+#[derive(Debug, Default)]
+pub struct TxRun {
+    buf: Vec<u8>,
+    to: Option<SocketAddr>,
+    segment: usize,
+    count: usize,
+    ended: bool,
+}
+
+impl TxRun {
+    /// Whether a datagram of `len` bytes to `to` can join the run (of at most `max`).
+    pub fn fits(&self, to: SocketAddr, len: usize, max: usize) -> bool {
+        self.count == 0
+            || (self.to == Some(to)
+                && !self.ended
+                && len <= self.segment
+                && self.count < max
+                && self.buf.len() + len <= MAX_RUN_BYTES)
+    }
+
+    /// Add a datagram ([`TxRun::fits`] said it may).
+    pub fn push(&mut self, to: SocketAddr, data: &[u8]) {
+        if self.count == 0 {
+            self.to = Some(to);
+            self.segment = data.len();
+        } else if data.len() < self.segment {
+            self.ended = true;
+        }
+        self.buf.extend_from_slice(data);
+        self.count += 1;
+    }
+
+    /// Datagrams in the run.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Empty it (keeping its buffer).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.to = None;
+        self.count = 0;
+        self.ended = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn a_run_takes_equal_datagrams_to_one_address_and_ends_at_a_short_one() {
+        let mut r = TxRun::default();
+        assert!(r.fits(addr(1), 100, 64));
+        r.push(addr(1), &[1; 100]);
+        assert!(r.fits(addr(1), 100, 64));
+        assert!(!r.fits(addr(2), 100, 64), "another address");
+        assert!(!r.fits(addr(1), 101, 64), "a longer datagram");
+        assert!(!r.fits(addr(1), 100, 1), "the run is full");
+        r.push(addr(1), &[2; 60]);
+        assert!(!r.fits(addr(1), 60, 64), "a short datagram ended it");
+        assert_eq!((r.len(), r.buf.len(), r.segment), (2, 160, 100));
+        r.clear();
+        assert!(r.is_empty() && r.fits(addr(2), 1400, 64));
+    }
+
+    #[test]
+    fn a_run_stays_within_one_ip_datagram() {
+        let mut r = TxRun::default();
+        let d = [0u8; 1400];
+        let mut n = 0;
+        while r.fits(addr(1), d.len(), 128) {
+            r.push(addr(1), &d);
+            n += 1;
+        }
+        assert_eq!(n, MAX_RUN_BYTES / 1400);
+        assert!(r.buf.len() <= MAX_RUN_BYTES);
+    }
+
+    #[test]
+    fn gro_lists_are_cut_at_their_stride() {
+        let list: Vec<u8> = (0..250u8).collect();
+        let mut b = RecvBatch::fake(&[
+            (addr(1), &list, 100),
+            (addr(2), &[9; 7], 7),
+            (addr(3), &[8; 5], 0),
+        ]);
+        let got: Vec<(SocketAddr, Vec<u8>)> = b.datagrams().map(|(a, d)| (a, d.to_vec())).collect();
+        let want = vec![
+            (addr(1), list[..100].to_vec()),
+            (addr(1), list[100..200].to_vec()),
+            (addr(1), list[200..].to_vec()),
+            (addr(2), vec![9; 7]),
+            (addr(3), vec![8; 5]),
+        ];
+        assert_eq!(got, want);
+    }
+
+    /// Whatever the kernel reports (a length beyond the slot, any stride), the batch
+    /// yields slices of its own buffer and never panics.
+    #[test]
+    fn odd_lengths_and_strides_never_panic() {
+        for (len, stride) in [(0, 0), (0, 5), (SLOT_BYTES + 9, 1), (10, 1), (10, 11)] {
+            let mut b = RecvBatch::default();
+            b.meta[0] = meta(addr(1), len, stride);
+            b.len = RECV_SLOTS + 3;
+            let total: usize = b.datagrams().map(|(_, d)| d.len()).sum();
+            assert_eq!(total, len.min(SLOT_BYTES));
+        }
+    }
+
+    /// A run of 20 datagrams (the last shorter) crosses loopback in one send and arrives
+    /// whole, in order (as a GRO list where the kernel has UDP GRO).
+    #[test]
+    fn a_gso_run_arrives_whole_over_loopback() {
+        let a = BatchSocket::open(addr(0), None, None).expect("open a");
+        let b = BatchSocket::open(addr(0), None, None).expect("open b");
+        let to = b.socket().local_addr().expect("b's address");
+        let mut run = TxRun::default();
+        let mut sent = Vec::new();
+        for i in 0..20u8 {
+            let d = vec![i; if i == 19 { 300 } else { 1200 }];
+            assert!(run.fits(to, d.len(), a.max_run().max(20)));
+            run.push(to, &d);
+            sent.push(d);
+        }
+        if a.max_run() < 20 {
+            eprintln!("GSO is off here: sending one at a time");
+            for d in &sent {
+                let mut one = TxRun::default();
+                one.push(to, d);
+                a.send(&one).expect("send");
+            }
+        } else {
+            a.send(&run).expect("send the run");
+        }
+        let (mut got, mut messages) = (Vec::new(), 0);
+        let mut batch = RecvBatch::default();
+        // At most 5 s.
+        for _ in 0..5000 {
+            if got.len() == sent.len() {
+                break;
+            }
+            match b.recv(&mut batch) {
+                Ok(()) => {
+                    messages += batch.messages();
+                    got.extend(batch.datagrams().map(|(_, d)| d.to_vec()))
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        assert_eq!(got, sent);
+        if a.max_run() >= 20 && b.gro() {
+            // Loopback keeps a GSO run whole: it arrives as one GRO list.
+            assert!(messages < sent.len(), "{messages} messages: no GRO list");
+        }
+    }
+}
