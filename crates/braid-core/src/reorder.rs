@@ -32,8 +32,10 @@
 //! - **Wrap.** Sequence arithmetic is modulo 2^64, so a stream crossing `u64::MAX` keeps
 //!   working (a sender starting at a random value could get there in theory).
 //!
-//! Storage is allocated once in [`ReorderBuffer::new`]: one `Vec<u8>` per slot, reused and
-//! grown only when a larger packet arrives, so the steady state allocates nothing.
+//! Storage is one `Vec<u8>` per slot and per ready entry, made empty in
+//! [`ReorderBuffer::new`], grown when it first carries a packet (or a larger one) and reused
+//! after: a buffer allocates at most 2 × capacity times in its life (a few MB, lazily, as
+//! traffic first fills the ring), then never again.
 use core::time::Duration;
 use std::collections::VecDeque;
 

@@ -96,6 +96,8 @@ pub struct Daemon {
     rx_batch: RecvBatch,
     tun_buf: Vec<u8>,
     pollfds: Vec<libc::pollfd>,
+    /// What each of `pollfds` stands for (kept, like it, to allocate nothing per turn).
+    slots: Vec<Slot>,
     tun_write_errors: u64,
     /// `raw-ip`: the one path is a serial line carrying the TUN's packets as they are (the
     /// endpoint bypasses the bond); `status` says so.
@@ -251,6 +253,7 @@ impl Daemon {
             rx_batch: RecvBatch::default(),
             tun_buf: vec![0; MAX_DATAGRAM],
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
+            slots: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             tun_write_errors: 0,
             raw_ip,
             applied: cfg.clone(),
@@ -319,7 +322,8 @@ impl Daemon {
         };
         let timeout = wake.map(|t| t.saturating_since(now));
 
-        let mut slots: Vec<Slot> = Vec::with_capacity(self.pollfds.capacity());
+        let mut slots = std::mem::take(&mut self.slots);
+        slots.clear();
         self.pollfds.clear();
         self.pollfds.push(poll::readable(self.signals.as_raw_fd()));
         slots.push(Slot::Signal);
@@ -345,6 +349,7 @@ impl Daemon {
         poll::wait(&mut self.pollfds, timeout).map_err(|e| anyhow::anyhow!("ppoll: {e}"))?;
 
         let now = self.clock.now();
+        let mut go_on = true;
         for (k, slot) in slots.iter().enumerate() {
             let Some(&pfd) = self.pollfds.get(k) else {
                 break;
@@ -370,7 +375,8 @@ impl Daemon {
                         );
                         self.routing.down(now);
                         self.notify_stopping(now);
-                        return Ok(false);
+                        go_on = false;
+                        break;
                     }
                 }
                 Slot::Tun => self.read_tun(now),
@@ -379,7 +385,8 @@ impl Daemon {
                 Slot::Path(i) => self.read_path(now, i),
             }
         }
-        Ok(true)
+        self.slots = slots;
+        Ok(go_on)
     }
 
     fn next_wakeup(&self, now: Instant) -> Option<Instant> {

@@ -13,6 +13,48 @@ use std::time::{Duration, Instant};
 use braid::config::Config;
 use braid::daemon::{Daemon, Device, PacketPipe};
 
+mod counting {
+    //! A global allocator that counts the allocations of threads that ask it to.
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub struct Counting;
+
+    pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+    thread_local! {
+        pub static ON: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn count() {
+        if ON.with(Cell::get) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // SAFETY: every call goes to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count();
+            // SAFETY: the caller's contract is System's.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: the caller's contract is System's.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+            count();
+            // SAFETY: the caller's contract is System's.
+            unsafe { System.realloc(ptr, layout, size) }
+        }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: counting::Counting = counting::Counting;
+
 /// A free loopback UDP port (bound and released; the daemon binds it a moment later).
 fn port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
@@ -47,6 +89,23 @@ fn spawn(cfg: Config, control: PathBuf, pipe: PacketPipe, d: Duration) -> thread
 }
 
 /// An IPv4/UDP packet from 10.77.0.1 to 10.77.0.2 whose payload is `n` repeated.
+/// A daemon that runs `warm`, then `counted` with its thread's allocations counted.
+fn spawn_counted(
+    cfg: Config,
+    control: PathBuf,
+    pipe: PacketPipe,
+    warm: Duration,
+    counted: Duration,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut daemon = Daemon::with_device(&cfg, &control, Box::new(pipe), None).unwrap();
+        daemon.run_for(warm).unwrap();
+        counting::ON.with(|c| c.set(true));
+        daemon.run_for(counted).unwrap();
+        counting::ON.with(|c| c.set(false));
+    })
+}
+
 fn packet(n: u32) -> Vec<u8> {
     let mut p = vec![0u8; 28 + 100];
     p[0] = 0x45;
@@ -131,4 +190,72 @@ fn two_daemons_carry_packets_over_sealed_loopback_paths() {
     ta.join().unwrap();
     tb.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Once warm, the daemons' loops allocate nothing per packet: 2000 packets from A's TUN
+/// to B's, sealed over two loopback paths, while both daemon threads count allocations.
+#[test]
+fn the_loop_allocates_nothing_per_packet() {
+    let dir = std::env::temp_dir().join(format!("braid-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ka, kb) = (braid::keys::genkey(), braid::keys::genkey());
+    let (pa, pb) = (
+        braid::keys::pubkey(&ka).unwrap(),
+        braid::keys::pubkey(&kb).unwrap(),
+    );
+    let (a_ports, b_ports) = ([port(), port()], [port(), port()]);
+    let a = config("10.78.0.1/30", (&ka, &pb), a_ports, b_ports);
+    let b = config("10.78.0.2/30", (&kb, &pa), b_ports, a_ports);
+    let (a_tun, a_app) = PacketPipe::pair().unwrap();
+    let (b_tun, b_app) = PacketPipe::pair().unwrap();
+    let (warm, counted) = (Duration::from_secs(4), Duration::from_secs(3));
+    let start = Instant::now();
+    let ta = spawn_counted(a, dir.join("a.sock"), a_tun, warm, counted);
+    let tb = spawn_counted(b, dir.join("b.sock"), b_tun, warm, counted);
+    let packets: Vec<Vec<u8>> = (0..2000).map(packet).collect();
+    let mut buf = [0u8; 2048];
+    let mut got = 0;
+    // Warm-up: more packets than B's reorder ring has slots and ready entries (2 × 4096),
+    // whose buffers grow on first use (`reorder.rs`).
+    let a_ctl = dir.join("a.sock");
+    loop {
+        thread::sleep(Duration::from_millis(50));
+        let up = a_ctl.exists()
+            && status(&a_ctl)["status"]["paths"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().all(|p| p["state"] == "up"));
+        if up {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(2), "paths not up");
+    }
+    for n in 0..9000u32 {
+        a_app.write(&packets[n as usize % 2000]).unwrap();
+        if n % 20 == 0 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        while b_app.read(&mut buf).is_ok() {}
+    }
+    let warm_end = start + warm + Duration::from_millis(200);
+    assert!(Instant::now() < warm_end, "the warm-up took too long");
+    thread::sleep(warm_end - Instant::now());
+    let before = counting::ALLOCS.load(std::sync::atomic::Ordering::Relaxed);
+    for p in &packets {
+        a_app.write(p).unwrap();
+        thread::sleep(Duration::from_micros(500));
+        while b_app.read(&mut buf).is_ok() {
+            got += 1;
+        }
+    }
+    thread::sleep(Duration::from_millis(100));
+    while b_app.read(&mut buf).is_ok() {
+        got += 1;
+    }
+    ta.join().unwrap();
+    tb.join().unwrap();
+    let allocs = counting::ALLOCS.load(std::sync::atomic::Ordering::Relaxed) - before;
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("{allocs} allocations while {got} packets crossed");
+    assert!(got >= 1990, "{got} packets arrived");
+    assert_eq!(allocs, 0, "{allocs} allocations for {got} packets");
 }
