@@ -134,6 +134,9 @@ pub struct BondSettings {
     pub mtu: u32,
     /// The `primary` path's name (active-backup only).
     pub primary: Option<String>,
+    /// `offload`: batched, offloaded IO (UDP GSO and GRO on the paths); false sends and
+    /// receives one datagram per syscall.
+    pub offload: bool,
     /// Everything the core needs. For active-backup, `primary` holds the id the path will
     /// get when the paths are added in file order (`PathId(index)`); [`Config::build_endpoint`]
     /// checks that.
@@ -500,6 +503,7 @@ struct RawBond {
     equalize_ms: Option<S<i64>>,
     seed: Option<S<i64>>,
     mss_clamp: Option<S<bool>>,
+    offload: Option<S<bool>>,
     encryption: Option<S<String>>,
     private_key: Option<S<String>>,
     private_key_file: Option<S<String>>,
@@ -1042,6 +1046,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         address6,
         mtu,
         primary: b.primary.map(S::into_inner),
+        offload: b.offload.as_ref().is_none_or(|v| *v.get_ref()),
         core,
         encryption,
         run_as,

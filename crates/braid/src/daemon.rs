@@ -35,7 +35,7 @@ mod routes;
 mod serial;
 mod snapshot;
 mod uplink;
-pub use carrier::{Carrier, IoCounters, PathIo, RecvBatch, UdpIo};
+pub use carrier::{Carrier, IoCounters, PathIo, RecvBatch, SockOpts, UdpIo};
 pub use device::{Device, PacketPipe};
 use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
@@ -80,8 +80,8 @@ pub struct Daemon {
     /// Routes, rules and hooks around the bond (`daemon/routes.rs`); before `tun`, so
     /// that it is undone while the interface still exists.
     routing: routes::Routing,
-    /// The path sockets' SO_MARK (the routes' fwmark), if any.
-    mark: Option<u32>,
+    /// How path sockets are opened: SO_MARK (the routes' fwmark), offloads.
+    sock: SockOpts,
     tun: Box<dyn Device>,
     paths: Vec<PathIo>,
     /// What the daemon says about the peer's handshakes and sessions.
@@ -199,9 +199,13 @@ impl Daemon {
                 .set_shaper(now, Some(shaper), shape.spec.link_bps.is_none());
         }
         let mark = routes::pick_mark(&b.routing).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let sock = SockOpts {
+            mark,
+            offload: b.offload,
+        };
         let mut paths = Vec::with_capacity(cfg.paths.len());
         for (p, id) in cfg.paths.iter().zip(ids) {
-            let io = PathIo::open(now, id, p, mark);
+            let io = PathIo::open(now, id, p, sock);
             if let (Some(e), Some(libc::EADDRINUSE | libc::EPERM | libc::EACCES)) =
                 (&io.last_error, io.last_errno)
             {
@@ -241,7 +245,7 @@ impl Daemon {
             notices: Notices::new(ep.sealer(), now),
             ep,
             routing,
-            mark,
+            sock,
             tun: device,
             paths,
             control,
@@ -567,14 +571,14 @@ impl Daemon {
             applied,
             config_file,
             privileges,
-            mark,
+            sock,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
             match req {
                 Err(e) => control::error(e),
                 Ok(Request::Reload) => {
-                    match reload::reload(now, config_file.as_deref(), applied, ep, paths, *mark) {
+                    match reload::reload(now, config_file.as_deref(), applied, ep, paths, *sock) {
                         Ok(changes) => json!({"ok": true, "changes": changes}),
                         Err(e) => control::error(e),
                     }
@@ -588,7 +592,7 @@ impl Daemon {
                         req,
                         (interface, address),
                         *tun_write_errors,
-                        *mark,
+                        *sock,
                     );
                     reload::note(applied, &asked, &v);
                     if *raw_ip {

@@ -238,6 +238,9 @@ fn refusals(old: &Config, new: &Config) -> Vec<Refusal> {
     if a.mtu != b.mtu {
         refuse("bond.mtu", format!("{} -> {}", a.mtu, b.mtu));
     }
+    if a.offload != b.offload {
+        refuse("bond.offload", format!("{} -> {}", a.offload, b.offload));
+    }
     match (&a.encryption, &b.encryption) {
         (Encryption::None, Encryption::None) => {}
         (Encryption::Keys(x), Encryption::Keys(y)) => {

@@ -42,6 +42,24 @@ pub struct IoCounters {
     pub emu_dropped: u64,
 }
 
+/// How a path's UDP socket is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SockOpts {
+    /// SO_MARK (the routes' fwmark), if any.
+    pub mark: Option<u32>,
+    /// `offload`: UDP GSO and GRO (batches of datagrams per syscall).
+    pub offload: bool,
+}
+
+impl Default for SockOpts {
+    fn default() -> Self {
+        SockOpts {
+            mark: None,
+            offload: true,
+        }
+    }
+}
+
 /// A UDP path's socket and where it binds.
 #[derive(Debug)]
 pub struct UdpIo {
@@ -52,6 +70,8 @@ pub struct UdpIo {
     pub(super) sock: Option<BatchSocket>,
     /// Datagrams waiting for the end of the turn, sent as one GSO run.
     run: TxRun,
+    /// UDP GSO and GRO (`offload`).
+    offload: bool,
     /// The configured `remote` and SO_MARK, the device's address, name resolution
     /// (`daemon/uplink.rs`). The peer's current address is the endpoint's
     /// ([`Endpoint::remote`]).
@@ -64,14 +84,15 @@ impl UdpIo {
         local: SocketAddr,
         target: config::Remote,
         dev: Option<String>,
-        mark: Option<u32>,
+        opts: SockOpts,
     ) -> UdpIo {
         UdpIo {
             local,
             dev,
             sock: None,
             run: TxRun::default(),
-            uplink: Box::new(uplink::Uplink::new(target, mark)),
+            offload: opts.offload,
+            uplink: Box::new(uplink::Uplink::new(target, opts.mark)),
         }
     }
 }
@@ -136,9 +157,9 @@ impl PathIo {
         id: PathId,
         name: String,
         u: &UdpSettings,
-        mark: Option<u32>,
+        opts: SockOpts,
     ) -> PathIo {
-        let carrier = Carrier::Udp(UdpIo::new(u.local, u.remote.clone(), u.dev.clone(), mark));
+        let carrier = Carrier::Udp(UdpIo::new(u.local, u.remote.clone(), u.dev.clone(), opts));
         let mut p = PathIo::new(now, id, name, carrier);
         p.resolve_now(now);
         p
@@ -146,9 +167,9 @@ impl PathIo {
 
     /// A path's IO from its settings: opens the socket or tty (a serial line at a rate
     /// that is not a standard one is warned about).
-    pub(super) fn open(now: Instant, id: PathId, p: &PathSettings, mark: Option<u32>) -> PathIo {
+    pub(super) fn open(now: Instant, id: PathId, p: &PathSettings, opts: SockOpts) -> PathIo {
         match &p.transport {
-            Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, mark),
+            Transport::Udp(u) => PathIo::udp(now, id, p.name.clone(), u, opts),
             Transport::Serial(s) => {
                 if termios_baud(s.baud) != s.baud {
                     dwarn!(
@@ -203,7 +224,7 @@ impl PathIo {
         let res = match &mut self.carrier {
             Carrier::Udp(u) => match u.bind_addr() {
                 Err(why) => Err((why, None)),
-                Ok(at) => match BatchSocket::open(at, u.dev.as_deref(), u.uplink.mark) {
+                Ok(at) => match BatchSocket::open(at, u.dev.as_deref(), u.uplink.mark, u.offload) {
                     Ok(s) => {
                         u.sock = Some(s);
                         u.uplink.bound = Some(at);

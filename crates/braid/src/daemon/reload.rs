@@ -20,7 +20,7 @@ use braid_core::Instant;
 use braid_core::SchedulerConfig;
 use serde_json::Value;
 
-use super::{Carrier, PathIo};
+use super::{Carrier, PathIo, SockOpts};
 use crate::config::diff::{self, Diff, PathChange, Reopen, ShapeChange};
 use crate::config::{Config, PathSettings, Transport, UdpSettings};
 use crate::control::Request;
@@ -36,23 +36,23 @@ impl super::Daemon {
             &mut self.applied,
             &mut self.ep,
             &mut self.paths,
-            self.mark,
+            self.sock,
         );
     }
 }
 
 /// Reload `file` into the running bond; one log line per change (or the refusal). The
-/// changes, or why nothing was changed. `mark`: the path sockets' SO_MARK.
+/// changes, or why nothing was changed. `opts`: how path sockets are opened.
 pub(super) fn reload(
     now: Instant,
     file: Option<&Path>,
     applied: &mut Config,
     ep: &mut Endpoint,
     paths: &mut Vec<PathIo>,
-    mark: Option<u32>,
+    opts: SockOpts,
 ) -> Result<Vec<String>, String> {
     super::notify::reloading(now);
-    let done = apply_file(now, file, applied, ep, paths, mark);
+    let done = apply_file(now, file, applied, ep, paths, opts);
     super::notify::reloaded(now, done.is_ok());
     match done {
         Ok(lines) => {
@@ -77,7 +77,7 @@ fn apply_file(
     applied: &mut Config,
     ep: &mut Endpoint,
     paths: &mut Vec<PathIo>,
-    mark: Option<u32>,
+    opts: SockOpts,
 ) -> Result<Vec<String>, String> {
     let Some(file) = file else {
         return Err("this daemon was not started from a config file".into());
@@ -112,7 +112,7 @@ fn apply_file(
     };
     let mut lines = d.lines();
     let sealed = new.bond.encryption.is_sealed();
-    lines.extend(apply_paths(now, &d, (sealed, mark), ep, paths));
+    lines.extend(apply_paths(now, &d, (sealed, opts), ep, paths));
     // Bond-wide keys; active-backup's primary by name, as the paths' ids may have changed.
     let mut core = new.bond.core.clone();
     if let SchedulerConfig::ActiveBackup(o) = &mut core.scheduler {
@@ -170,7 +170,7 @@ fn check_sockets(d: &Diff, paths: &[PathIo]) -> Result<(), String> {
 fn apply_paths(
     now: Instant,
     d: &Diff,
-    (sealed, mark): (bool, Option<u32>),
+    (sealed, opts): (bool, SockOpts),
     ep: &mut Endpoint,
     paths: &mut Vec<PathIo>,
 ) -> Vec<String> {
@@ -197,7 +197,7 @@ fn apply_paths(
     for p in added {
         match ep.add_path(now, p.path_config(sealed), p.kind(), p.emulate.clone()) {
             Ok(id) => {
-                let io = PathIo::open(now, id, p, mark);
+                let io = PathIo::open(now, id, p, opts);
                 if let Some(e) = &io.last_error {
                     notes.push(format!(
                         "path {}: {e}; retrying every {}s",
@@ -412,7 +412,7 @@ mod tests {
                 .paths
                 .iter()
                 .zip(ids)
-                .map(|(p, id)| PathIo::open(now, id, p, None))
+                .map(|(p, id)| PathIo::open(now, id, p, SockOpts::default()))
                 .collect();
             r.ep = ep;
             r.applied = cfg;
@@ -444,7 +444,7 @@ mod tests {
                 &mut self.applied,
                 &mut self.ep,
                 &mut self.paths,
-                None,
+                SockOpts::default(),
             )
         }
 
@@ -579,7 +579,7 @@ mod tests {
             &mut r.applied,
             &mut r.ep,
             &mut r.paths,
-            None,
+            SockOpts::default(),
         );
         assert!(e.is_err());
     }

@@ -6,7 +6,7 @@ use braid_core::Instant;
 use braid_core::{Endpoint, PathKind};
 use serde_json::{json, Value};
 
-use super::carrier::{Carrier, IoCounters, PathIo, UdpIo};
+use super::carrier::{Carrier, IoCounters, PathIo, SockOpts, UdpIo};
 use super::notices::Notices;
 use super::SOCKET_RETRY;
 use crate::config;
@@ -61,7 +61,7 @@ pub(super) fn handle_request(
     req: Request,
     (interface, address): (&str, &str),
     tun_write_errors: u64,
-    mark: Option<u32>,
+    opts: SockOpts,
 ) -> Value {
     let sealed = ep.sealer().enabled();
     match req {
@@ -118,7 +118,7 @@ pub(super) fn handle_request(
                 ));
             }
             // Open the socket first: a clear local mistake (address in use) is refused.
-            let sock = BatchSocket::open(local, dev.as_deref(), mark);
+            let sock = BatchSocket::open(local, dev.as_deref(), opts.mark, opts.offload);
             if let Err(e) = &sock {
                 if matches!(
                     e.err.raw_os_error(),
@@ -140,7 +140,7 @@ pub(super) fn handle_request(
             let mut io = PathIo {
                 id,
                 name: name.clone(),
-                carrier: Carrier::Udp(UdpIo::new(local, config::Remote::Addr(remote), dev, mark)),
+                carrier: Carrier::Udp(UdpIo::new(local, config::Remote::Addr(remote), dev, opts)),
                 retry_at: now,
                 last_error: None,
                 last_errno: None,
@@ -226,7 +226,7 @@ mod tests {
                     format!("127.0.0.1:{}", 40000 + i).parse().unwrap(),
                     config::Remote::Addr("127.0.0.1:1".parse().unwrap()),
                     None,
-                    None,
+                    SockOpts::default(),
                 )),
                 retry_at: Instant::FAR_FUTURE,
                 last_error: None,
@@ -245,7 +245,7 @@ mod tests {
             r,
             ("braid0", "10.0.0.1/30"),
             0,
-            None,
+            SockOpts::default(),
         )
     }
 

@@ -38,7 +38,7 @@ impl Daemon {
             Request::Status,
             (&self.interface, &self.address),
             self.tun_write_errors,
-            self.mark,
+            self.sock,
         );
         if self.raw_ip {
             raw_ip_status(&mut status, &self.ep, &self.paths);

@@ -277,7 +277,12 @@ mod tests {
 
     fn io(local: &str, dev: Option<&str>, target: Remote) -> UdpIo {
         let local: SocketAddr = local.parse().unwrap();
-        UdpIo::new(local, target, dev.map(Into::into), None)
+        UdpIo::new(
+            local,
+            target,
+            dev.map(Into::into),
+            crate::daemon::SockOpts::default(),
+        )
     }
 
     #[test]

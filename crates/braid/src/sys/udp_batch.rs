@@ -34,17 +34,19 @@ const MAX_RUN_BYTES: usize = 65_535 - 40 - 8;
 pub struct BatchSocket {
     sock: UdpSocket,
     state: UdpSocketState,
+    offload: bool,
 }
 
 impl BatchSocket {
-    /// Open as [`udp::open`] does, then enable GRO and probe GSO.
+    /// Open as [`udp::open`] does, then (with `offload`) enable GRO and probe GSO.
     pub fn open(
         local: SocketAddr,
         dev: Option<&str>,
         mark: Option<u32>,
+        offload: bool,
     ) -> Result<BatchSocket, OpenError> {
         let sock = udp::open(local, dev, mark)?;
-        BatchSocket::new(sock).map_err(|err| OpenError {
+        BatchSocket::new(sock, offload).map_err(|err| OpenError {
             step: "UDP batching (GRO/GSO) setup".into(),
             err,
         })
@@ -54,13 +56,21 @@ impl BatchSocket {
     /// "do not fragment"; braid keeps its own fragmentation rule (the kernel may fragment
     /// an IPv4 datagram larger than the route's MTU, `udp::open`) and does without receive
     /// timestamps.
-    pub fn new(sock: UdpSocket) -> io::Result<BatchSocket> {
+    /// Without `offload`, one datagram per send and per message (no GSO, no GRO).
+    pub fn new(sock: UdpSocket, offload: bool) -> io::Result<BatchSocket> {
         let state = UdpSocketState::new((&sock).into())?;
         if sock.local_addr()?.is_ipv4() {
             udp::let_kernel_fragment(&sock);
         }
         udp::set_int_option(&sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 0);
-        Ok(BatchSocket { sock, state })
+        if !offload {
+            udp::set_int_option(&sock, libc::SOL_UDP, libc::UDP_GRO, 0);
+        }
+        Ok(BatchSocket {
+            sock,
+            state,
+            offload,
+        })
     }
 
     /// The socket.
@@ -70,12 +80,15 @@ impl BatchSocket {
 
     /// How many datagrams one send may carry now (1 once GSO was refused).
     pub fn max_run(&self) -> usize {
+        if !self.offload {
+            return 1;
+        }
         self.state.max_gso_segments().clamp(1, MAX_RUN)
     }
 
     /// Whether received messages may hold GRO lists.
     pub fn gro(&self) -> bool {
-        self.state.gro_segments() > 1
+        self.offload && self.state.gro_segments() > 1
     }
 
     /// Send `run` (one datagram, or a GSO run of them); it is left as it was.
@@ -320,8 +333,8 @@ mod tests {
     /// whole, in order (as a GRO list where the kernel has UDP GRO).
     #[test]
     fn a_gso_run_arrives_whole_over_loopback() {
-        let a = BatchSocket::open(addr(0), None, None).expect("open a");
-        let b = BatchSocket::open(addr(0), None, None).expect("open b");
+        let a = BatchSocket::open(addr(0), None, None, true).expect("open a");
+        let b = BatchSocket::open(addr(0), None, None, true).expect("open b");
         let to = b.socket().local_addr().expect("b's address");
         let mut run = TxRun::default();
         let mut sent = Vec::new();
@@ -364,5 +377,37 @@ mod tests {
             // Loopback keeps a GSO run whole: it arrives as one GRO list.
             assert!(messages < sent.len(), "{messages} messages: no GRO list");
         }
+    }
+
+    /// `offload = false`: one datagram per send, and no GRO list on receive.
+    #[test]
+    fn without_offload_every_datagram_is_its_own_message() {
+        let a = BatchSocket::open(addr(0), None, None, false).expect("open a");
+        let b = BatchSocket::open(addr(0), None, None, false).expect("open b");
+        assert_eq!((a.max_run(), b.gro()), (1, false));
+        let to = b.socket().local_addr().expect("b's address");
+        for i in 0..5u8 {
+            let mut one = TxRun::default();
+            one.push(to, &[i; 1000]);
+            a.send(&one).expect("send");
+        }
+        let (mut got, mut messages) = (0, 0);
+        let mut batch = RecvBatch::default();
+        for _ in 0..5000 {
+            if got == 5 {
+                break;
+            }
+            match b.recv(&mut batch) {
+                Ok(()) => {
+                    messages += batch.messages();
+                    got += batch.datagrams().count();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        assert_eq!((got, messages), (5, 5));
     }
 }
