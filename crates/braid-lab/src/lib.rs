@@ -70,6 +70,10 @@ pub struct LabArgs {
     /// no progress line
     #[arg(long)]
     pub quiet: bool,
+    /// set a `[bond]` key in every bond scenario (repeatable), e.g. `--bond offload=false`
+    /// or `--bond encryption=none`; the scenario's name in the results says so
+    #[arg(long = "bond", value_name = "KEY=VALUE")]
+    pub bond_keys: Vec<String>,
     /// where link-sharing scenarios write their plots
     #[arg(long, default_value = "lab-results")]
     pub out: PathBuf,
@@ -169,7 +173,13 @@ pub fn main(args: LabArgs) -> Result<()> {
         }
         match ShareScenario::load(n)? {
             Some(s) => share.push(s),
-            None => bond.push(Scenario::load(n)?),
+            None => {
+                let mut s = Scenario::load(n)?;
+                for kv in &args.bond_keys {
+                    s.set_bond_key(kv)?;
+                }
+                bond.push(s);
+            }
         }
     }
     preflight()?;

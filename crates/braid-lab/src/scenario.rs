@@ -40,6 +40,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "single-unshaped-plain",
         include_str!("../../../scenarios/single-unshaped-plain.toml"),
     ),
+    (
+        "striped-unshaped",
+        include_str!("../../../scenarios/striped-unshaped.toml"),
+    ),
 ];
 
 /// One scenario: a topology, a bond configuration and the tests to run over it.
@@ -264,6 +268,29 @@ pub struct Expect {
 }
 
 impl Scenario {
+    /// Set a `[bond]` key from `KEY=VALUE` (a TOML value, or else a string), and say so in
+    /// the scenario's name.
+    pub fn set_bond_key(&mut self, kv: &str) -> Result<()> {
+        let Some((key, value)) = kv.split_once('=') else {
+            anyhow::bail!("--bond {kv}: expected KEY=VALUE, e.g. offload=false");
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let value = match toml::from_str::<toml::Table>(&format!("v = {value}")) {
+            Ok(mut t) => t.remove("v").unwrap_or_else(|| value.into()),
+            Err(_) => toml::Value::String(value.to_owned()),
+        };
+        if key == "scheduler" {
+            let Some(name) = value.as_str() else {
+                anyhow::bail!("--bond scheduler: expected a name");
+            };
+            self.bond.scheduler = name.to_owned();
+        } else {
+            self.bond.extra.insert(key.to_owned(), value);
+        }
+        self.name = format!("{} {kv}", self.name);
+        Ok(())
+    }
+
     /// Parse and check a scenario.
     pub fn parse(text: &str) -> Result<Self> {
         let s: Scenario = toml::from_str(text)?;
@@ -499,6 +526,24 @@ fn lab_keys() -> &'static (PrivateKey, PrivateKey) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--bond KEY=VALUE`: TOML values as they are, anything else as a string, and the
+    /// scenario's name tells the run apart.
+    #[test]
+    fn bond_keys_from_the_command_line() {
+        let mut s = Scenario::load("single-unshaped").unwrap();
+        s.set_bond_key("offload=false").unwrap();
+        s.set_bond_key("encryption=none").unwrap();
+        s.set_bond_key("scheduler=round-robin").unwrap();
+        assert_eq!(s.bond.extra["offload"], toml::Value::Boolean(false));
+        assert_eq!(s.bond.extra["encryption"].as_str(), Some("none"));
+        assert_eq!(s.bond.scheduler, "round-robin");
+        assert_eq!(
+            s.name,
+            "single-unshaped offload=false encryption=none scheduler=round-robin"
+        );
+        assert!(s.set_bond_key("offload").is_err());
+    }
 
     #[test]
     fn builtin_scenarios_parse() {
