@@ -19,6 +19,7 @@
 //! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
 //! | [`bond`] | the state machine tying them together |
 //! | [`sim`] | a deterministic two-bond simulator over emulated paths |
+//! | [`offload`] | TUN offloads: virtio header, checksums, TSO/USO split, TCP GRO |
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -31,6 +32,7 @@ pub mod endpoint;
 pub mod flow;
 pub mod fragments;
 pub mod hash;
+pub mod offload;
 pub mod path;
 pub mod plain;
 pub mod reorder;
