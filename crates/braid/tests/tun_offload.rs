@@ -66,6 +66,7 @@ struct Counts {
     superframes: AtomicU64,
     largest_read: AtomicU64,
     udp_superframes: AtomicU64,
+    partial_checksums: AtomicU64,
     segments: AtomicU64,
     frames_written: AtomicU64,
     merged_frames: AtomicU64,
@@ -119,7 +120,11 @@ fn forward(tuns: [Tun; 2], stop: Arc<AtomicBool>, counts: Arc<Counts>) {
                 };
                 counts.reads.fetch_add(1, Ordering::Relaxed);
                 counts.largest_read.fetch_max(n as u64, Ordering::Relaxed);
-                let udp = VnetHdr::parse(&buf[..n]).is_ok_and(|h| h.gso_type == vnet::GSO_UDP_L4);
+                let hdr = VnetHdr::parse(&buf[..n]).unwrap_or_default();
+                let udp = hdr.gso_type == vnet::GSO_UDP_L4;
+                if hdr.gso_type == vnet::GSO_NONE && hdr.needs_csum() {
+                    counts.partial_checksums.fetch_add(1, Ordering::Relaxed);
+                }
                 let push = |p: &[u8], gro: &mut Coalescer| {
                     counts.segments.fetch_add(1, Ordering::Relaxed);
                     match gro.push(p) {
@@ -269,6 +274,7 @@ struct Seen {
     superframes: u64,
     largest_read: u64,
     udp_superframes: u64,
+    partial_checksums: u64,
     merged_frames: u64,
     drops: u64,
 }
@@ -348,11 +354,12 @@ fn run(tag: &str, wanted: Offloads) -> Seen {
     fwd.join().expect("forwarder");
     let c = |x: &AtomicU64| x.load(Ordering::Relaxed);
     eprintln!(
-        "tun_offload {tag}: {} reads ({} superframes > MTU, largest {} B, {} UDP), {} packets, {} frames written ({} merged), {} drops",
+        "tun_offload {tag}: {} reads ({} superframes > MTU, largest {} B, {} UDP, {} packets with the checksum to do), {} packets, {} frames written ({} merged), {} drops",
         c(&counts.reads),
         c(&counts.superframes),
         c(&counts.largest_read),
         c(&counts.udp_superframes),
+        c(&counts.partial_checksums),
         c(&counts.segments),
         c(&counts.frames_written),
         c(&counts.merged_frames),
@@ -364,6 +371,7 @@ fn run(tag: &str, wanted: Offloads) -> Seen {
         superframes: c(&counts.superframes),
         largest_read: c(&counts.largest_read),
         udp_superframes: c(&counts.udp_superframes),
+        partial_checksums: c(&counts.partial_checksums),
         merged_frames: c(&counts.merged_frames),
         drops: c(&counts.drops),
     }
@@ -383,6 +391,10 @@ fn offloaded_tuns_forward_tcp_udp_icmp() {
     );
     assert!(seen.largest_read > 20_000, "large superframes");
     assert!(seen.merged_frames > 0, "coalesced frames were written");
+    assert!(
+        seen.partial_checksums > 0,
+        "packets with their checksum left to do (completed by the loop) were read"
+    );
     if on.uso {
         assert!(
             seen.udp_superframes > 0,
@@ -408,6 +420,10 @@ fn vnet_header_without_offloads() {
     assert_eq!(seen.on, header_only);
     assert!(seen.reads > 0);
     assert_eq!(seen.superframes, 0, "no superframes without TSO");
+    assert_eq!(
+        seen.partial_checksums, 0,
+        "no checksum left to do without TUN_F_CSUM"
+    );
     assert!(seen.largest_read as usize <= vnet::LEN + MTU);
     assert!(
         seen.merged_frames > 0,
