@@ -19,6 +19,7 @@
 //! | [`emu`] | a path emulator (delay, jitter, loss, rate, outages) for the lab |
 //! | [`sim`] | a deterministic two-endpoint simulator over emulated paths |
 //! | [`hash`] | the bonding transmit hashes, bit-exact with Linux |
+//! | [`offload`] | TUN offloads: virtio header, checksums, TSO/USO split, TCP GRO |
 //!
 //! Everything else (the flow dissector, path state machines, congestion control, the
 //! schedulers, the reorder buffer, fragment groups, plain mode's tags) is private: its
@@ -38,6 +39,7 @@ mod endpoint;
 mod flow;
 mod fragments;
 pub mod hash;
+pub mod offload;
 mod path;
 mod plain;
 mod reorder;

@@ -1,6 +1,8 @@
 //! The TUN device: `/dev/net/tun` with `TUNSETIFF` (IFF_TUN | IFF_NO_PI), configured with
 //! ioctls (MTU, IPv4 address and netmask, optional IPv6 address, up). The device is not
-//! persistent: closing the fd (dropping [`Tun`]) removes it.
+//! persistent: closing the fd (dropping [`Tun`]) removes it. [`Tun::open_with`] adds
+//! `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO, USO); the 10-byte header on each
+//! read and write is then the caller's (`braid_core::offload`).
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::net::Ipv4Addr;
@@ -15,6 +17,50 @@ use crate::config::{Ipv4Cidr, Ipv6Cidr};
 pub struct Tun {
     file: File,
     name: String,
+    offloads: Offloads,
+}
+
+/// TUN offloads: asked for in [`Tun::open_with`], and which the kernel took.
+///
+/// With `vnet_hdr` every read and write starts with a 10-byte `virtio_net_hdr`
+/// (little-endian; see `braid_core::offload::vnet`), even when no offload is on. `csum`:
+/// the kernel may hand out packets whose TCP/UDP checksum is left to do (`F_NEEDS_CSUM`).
+/// `tso`: reads may be TCP superframes of up to 64 KB (IPv4 and IPv6), and writes may be
+/// too. `uso`: the same for UDP (Linux 6.2 and later).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offloads {
+    /// `IFF_VNET_HDR`: the virtio header in front of every packet.
+    pub vnet_hdr: bool,
+    /// `TUN_F_CSUM`.
+    pub csum: bool,
+    /// `TUN_F_TSO4 | TUN_F_TSO6`.
+    pub tso: bool,
+    /// `TUN_F_USO4 | TUN_F_USO6`.
+    pub uso: bool,
+}
+
+impl Offloads {
+    /// Everything: the header, checksum, TSO and USO.
+    pub const ALL: Offloads = Offloads {
+        vnet_hdr: true,
+        csum: true,
+        tso: true,
+        uso: true,
+    };
+
+    fn flags(self) -> libc::c_uint {
+        let mut f = 0;
+        if self.csum {
+            f |= libc::TUN_F_CSUM;
+        }
+        if self.tso {
+            f |= libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
+        }
+        if self.uso {
+            f |= libc::TUN_F_USO4 | libc::TUN_F_USO6;
+        }
+        f
+    }
 }
 
 /// The hint printed when we lack the privilege to create or configure the device.
@@ -76,6 +122,11 @@ fn with_context(e: io::Error, what: &str) -> io::Error {
 impl Tun {
     /// Create the TUN device `name` (non-blocking). It is down and unconfigured.
     pub fn create(name: &str) -> io::Result<Tun> {
+        Tun::create_flags(name, false)
+    }
+
+    /// Create the TUN device `name` (non-blocking), with `IFF_VNET_HDR` if `vnet_hdr`.
+    fn create_flags(name: &str, vnet_hdr: bool) -> io::Result<Tun> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -89,7 +140,8 @@ impl Tun {
                 _ => with_context(e, "cannot open /dev/net/tun"),
             })?;
         let mut req = ifreq(name)?;
-        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+        let vnet = if vnet_hdr { libc::IFF_VNET_HDR } else { 0 };
+        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI | vnet) as libc::c_short;
         // SAFETY: TUNSETIFF takes a pointer to an ifreq.
         let r = unsafe {
             libc::ioctl(
@@ -111,12 +163,106 @@ impl Tun {
         Ok(Tun {
             file,
             name: name.to_owned(),
+            offloads: Offloads {
+                vnet_hdr,
+                ..Offloads::default()
+            },
         })
+    }
+
+    /// Create the device with the virtio header and as many of the `wanted` offloads as
+    /// the kernel takes: all of them, else without USO, else checksum only, else none
+    /// (the header stays on; an error only if even that is refused). Without `wanted.vnet_hdr`, or when the kernel refuses the
+    /// header, the device is the plain one [`Tun::create`] makes. [`Tun::offloads`] says
+    /// what is on.
+    pub fn create_with(name: &str, wanted: Offloads) -> io::Result<Tun> {
+        if !wanted.vnet_hdr {
+            return Tun::create(name);
+        }
+        let mut tun = match Tun::create_flags(name, true) {
+            Ok(t) => t,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Tun::create(name),
+            Err(e) => return Err(e),
+        };
+        // The header's byte order: little-endian whatever the host (the default on
+        // little-endian hosts already).
+        let mut le: libc::c_int = 1;
+        // SAFETY: TUNSETVNETLE takes a pointer to an int.
+        let r = unsafe { libc::ioctl(tun.file.as_raw_fd(), libc::TUNSETVNETLE, &mut le) };
+        if r == -1 && cfg!(target_endian = "big") {
+            return Err(with_context(
+                io::Error::last_os_error(),
+                &format!("{name}: TUNSETVNETLE"),
+            ));
+        }
+        // TSO and USO need the checksum offload (the kernel refuses them without).
+        let base = Offloads {
+            vnet_hdr: true,
+            csum: wanted.csum,
+            tso: wanted.csum && wanted.tso,
+            uso: wanted.csum && wanted.uso,
+        };
+        let none = Offloads {
+            vnet_hdr: true,
+            ..Offloads::default()
+        };
+        let tries = [
+            base,
+            Offloads { uso: false, ..base },
+            Offloads {
+                tso: false,
+                uso: false,
+                ..base
+            },
+            none,
+        ];
+        for t in tries {
+            // SAFETY: TUNSETOFFLOAD takes the flags as the argument itself.
+            let r = unsafe {
+                libc::ioctl(
+                    tun.file.as_raw_fd(),
+                    libc::TUNSETOFFLOAD,
+                    libc::c_ulong::from(t.flags()),
+                )
+            };
+            if r == 0 {
+                tun.offloads = t;
+                return Ok(tun);
+            }
+        }
+        Err(with_context(
+            io::Error::last_os_error(),
+            &format!("{name}: TUNSETOFFLOAD"),
+        ))
+    }
+
+    /// Which offloads are on.
+    pub fn offloads(&self) -> Offloads {
+        self.offloads
     }
 
     /// Create, configure and bring up the device: MTU, IPv4 address/prefix, optional IPv6.
     pub fn open(name: &str, mtu: u32, v4: Ipv4Cidr, v6: Option<Ipv6Cidr>) -> io::Result<Tun> {
         let tun = Tun::create(name)?;
+        tun.set_mtu(mtu)?;
+        tun.set_ipv4(v4)?;
+        tun.set_up()?;
+        if let Some(v6) = v6 {
+            tun.add_ipv6(v6)?;
+        }
+        Ok(tun)
+    }
+
+    /// As [`Tun::open`], with the offloads [`Tun::create_with`] can turn on (the result
+    /// in [`Tun::offloads`]). Reads and writes then carry the virtio header.
+    pub fn open_with(
+        name: &str,
+        mtu: u32,
+        v4: Ipv4Cidr,
+        v6: Option<Ipv6Cidr>,
+        wanted: Offloads,
+    ) -> io::Result<Tun> {
+        let tun = Tun::create_with(name, wanted)?;
         tun.set_mtu(mtu)?;
         tun.set_ipv4(v4)?;
         tun.set_up()?;
