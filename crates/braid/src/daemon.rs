@@ -21,7 +21,7 @@ use crate::control::{self, ControlServer, Request};
 use crate::log::{dlog, dwarn, Level};
 use crate::sys::poll;
 use crate::sys::signal::{self, Signals};
-use crate::sys::tun::Tun;
+use crate::sys::tun::{Offloads, Tun};
 use crate::sys::udp_batch::RECV_SLOTS;
 
 mod carrier;
@@ -34,11 +34,14 @@ mod requests;
 mod routes;
 mod serial;
 mod snapshot;
+mod tun_frames;
 mod uplink;
 pub use carrier::{Carrier, IoCounters, PathIo, RecvBatch, SockOpts, UdpIo};
 pub use device::{Device, PacketPipe};
 use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
+pub use tun_frames::TunCounters;
+use tun_frames::TunFrames;
 
 /// Most packets read from the TUN (or a serial line's reads) per loop turn.
 pub const BATCH: usize = 64;
@@ -98,7 +101,8 @@ pub struct Daemon {
     pollfds: Vec<libc::pollfd>,
     /// What each of `pollfds` stands for (kept, like it, to allocate nothing per turn).
     slots: Vec<Slot>,
-    tun_write_errors: u64,
+    /// The TUN's reads and writes (superframes cut and merged when offloaded).
+    tun_frames: TunFrames,
     /// `raw-ip`: the one path is a serial line carrying the TUN's packets as they are (the
     /// endpoint bypasses the bond); `status` says so.
     raw_ip: bool,
@@ -157,7 +161,11 @@ impl Daemon {
         if plan.is_some() && !b.routing.routes.is_empty() {
             anyhow::bail!("--user is not possible with bond.routes: braid removes its routing rules when it stops, which needs CAP_NET_ADMIN; run without --user (as root, or as a user given CAP_NET_ADMIN, as a systemd unit with AmbientCapabilities= does)");
         }
-        let tun = Tun::open(&b.interface, b.mtu, b.address, b.address6)?;
+        let tun = if b.offload {
+            Tun::open_with(&b.interface, b.mtu, b.address, b.address6, Offloads::ALL)?
+        } else {
+            Tun::open(&b.interface, b.mtu, b.address, b.address6)?
+        };
         Daemon::with_device(cfg, control_path, Box::new(tun), plan)
     }
 
@@ -174,6 +182,7 @@ impl Daemon {
         let now = clock.now();
         let signals = Signals::new().map_err(|e| anyhow::anyhow!("signalfd: {e}"))?;
         let b = &cfg.bond;
+        let (vnet_hdr, uso) = device.vnet();
         let (mut ep, ids) = cfg.build_endpoint(now)?;
         if let Some(shape) = &cfg.shape {
             let (shaper, warnings) =
@@ -258,7 +267,7 @@ impl Daemon {
             tun_buf: vec![0; MAX_DATAGRAM],
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             slots: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
-            tun_write_errors: 0,
+            tun_frames: TunFrames::new(vnet_hdr, uso),
             raw_ip,
             applied: cfg.clone(),
             config_file: None,
@@ -413,14 +422,14 @@ impl Daemon {
     }
 
     fn read_tun(&mut self, now: Instant) {
+        let ep = &mut self.ep;
         for _ in 0..BATCH {
-            let n = match self.tun.read(&mut self.tun_buf) {
-                Ok(n) if n > 0 => n,
-                Ok(_) => continue,
-                Err(_) => break, // EAGAIN (or a transient error): next turn
-            };
-            if let Some(pkt) = self.tun_buf.get(..n) {
-                self.ep.handle_tun_packet(now, pkt);
+            // EAGAIN (or a transient error): the next turn reads on.
+            if !self
+                .tun_frames
+                .read(&*self.tun, |p| ep.handle_tun_packet(now, p))
+            {
+                break;
             }
         }
     }
@@ -509,11 +518,10 @@ impl Daemon {
         }
         while let Some(n) = self.ep.poll_deliver(now, &mut self.tun_buf) {
             if let Some(pkt) = self.tun_buf.get(..n) {
-                if self.tun.write(pkt).is_err() {
-                    self.tun_write_errors += 1;
-                }
+                self.tun_frames.deliver(&*self.tun, pkt);
             }
         }
+        self.tun_frames.flush(&*self.tun);
         while let Some(ev) = self.ep.poll_event() {
             self.log_event(now, ev);
         }
@@ -566,7 +574,7 @@ impl Daemon {
             notices,
             interface,
             address,
-            tun_write_errors,
+            tun_frames,
             raw_ip,
             applied,
             config_file,
@@ -591,7 +599,7 @@ impl Daemon {
                         paths,
                         req,
                         (interface, address),
-                        *tun_write_errors,
+                        tun_frames.counters,
                         *sock,
                     );
                     reload::note(applied, &asked, &v);

@@ -17,6 +17,11 @@ pub trait Device: Debug {
     fn write(&self, packet: &[u8]) -> io::Result<usize>;
     /// The fd to poll for reading.
     fn fd(&self) -> RawFd;
+    /// Whether reads and writes carry a virtio header (`IFF_VNET_HDR`), and whether the
+    /// device takes UDP superframes (USO).
+    fn vnet(&self) -> (bool, bool) {
+        (false, false)
+    }
 }
 
 impl Device for Tun {
@@ -30,6 +35,11 @@ impl Device for Tun {
 
     fn fd(&self) -> RawFd {
         self.as_raw_fd()
+    }
+
+    fn vnet(&self) -> (bool, bool) {
+        let o = self.offloads();
+        (o.vnet_hdr, o.uso)
     }
 }
 

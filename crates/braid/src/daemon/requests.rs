@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::carrier::{Carrier, IoCounters, PathIo, SockOpts, UdpIo};
 use super::notices::Notices;
+use super::TunCounters;
 use super::SOCKET_RETRY;
 use crate::config;
 use crate::control::{self, Request};
@@ -60,7 +61,7 @@ pub(super) fn handle_request(
     paths: &mut Vec<PathIo>,
     req: Request,
     (interface, address): (&str, &str),
-    tun_write_errors: u64,
+    tun: TunCounters,
     opts: SockOpts,
 ) -> Value {
     let sealed = ep.sealer().enabled();
@@ -79,7 +80,8 @@ pub(super) fn handle_request(
                 "uptime_us": now.as_micros(),
                 "status": status,
                 "io": io,
-                "tun_write_errors": tun_write_errors,
+                "tun_write_errors": tun.write_errors,
+                "tun": tun,
             })
         }
         Request::Enslave { .. } if paths.iter().any(PathIo::is_raw_ip) => control::error(
@@ -244,7 +246,7 @@ mod tests {
             paths,
             r,
             ("braid0", "10.0.0.1/30"),
-            0,
+            TunCounters::default(),
             SockOpts::default(),
         )
     }

@@ -37,7 +37,7 @@ impl Daemon {
             &mut self.paths,
             Request::Status,
             (&self.interface, &self.address),
-            self.tun_write_errors,
+            self.tun_frames.counters,
             self.sock,
         );
         if self.raw_ip {

@@ -1,0 +1,138 @@
+//! The TUN side of the loop, with or without offloads. Offloaded (`IFF_VNET_HDR` with
+//! TSO/USO), one read may be a superframe of up to 64 KB that is cut into MTU-sized packets
+//! for the endpoint (`braid_core::offload::split`), and the packets the endpoint delivers
+//! are merged into superframes (`braid_core::offload::coalesce`, TCP GRO) and written at
+//! the end of the turn, a few writes for a burst instead of one per packet. Without
+//! offloads, one packet per read and per write, as before.
+
+use braid_core::offload::coalesce::{Coalescer, PushError};
+use braid_core::offload::split::{read_frame, Frame};
+use braid_core::offload::{MAX_FRAME, MAX_SEGMENT};
+
+use super::Device;
+
+/// Frames a turn's deliveries may fill before they are written.
+const GRO_FRAMES: usize = 64;
+
+/// TUN traffic counters (shown in `status` as `tun`).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct TunCounters {
+    /// Reads that returned a packet or a superframe.
+    pub reads: u64,
+    /// Packets those reads held (superframes cut apart).
+    pub read_packets: u64,
+    /// Reads dropped: a virtio header or superframe that did not parse.
+    pub read_errors: u64,
+    /// Writes (each one packet, or a superframe).
+    pub writes: u64,
+    /// Packets those writes held.
+    pub write_packets: u64,
+    /// Packets not written: the device refused the write, or a packet did not fit a frame.
+    pub write_errors: u64,
+}
+
+/// Reads and writes of the bond's device, offloaded or not.
+#[derive(Debug)]
+pub struct TunFrames {
+    /// One read (a superframe, with its virtio header, when offloaded).
+    frame: Vec<u8>,
+    /// Offloaded: one packet cut from a superframe; and the coalescer for writes.
+    offloaded: Option<(Vec<u8>, Coalescer)>,
+    /// Packets in the coalescer.
+    pending: u64,
+    /// What went through.
+    pub counters: TunCounters,
+}
+
+impl TunFrames {
+    /// For a device that carries the virtio header (`vnet_hdr`), merging UDP too when it
+    /// has USO.
+    pub fn new(vnet_hdr: bool, _uso: bool) -> TunFrames {
+        TunFrames {
+            frame: vec![0; MAX_FRAME],
+            offloaded: vnet_hdr
+                .then(|| (vec![0; MAX_SEGMENT], Coalescer::new(GRO_FRAMES, MAX_FRAME))),
+            pending: 0,
+            counters: TunCounters::default(),
+        }
+    }
+
+    /// One read from `dev`, its packets handed to `each`. Ok(false) when there was nothing
+    /// to read (or a transient error: the next turn tries again).
+    pub fn read(&mut self, dev: &dyn Device, mut each: impl FnMut(&[u8])) -> bool {
+        let n = match dev.read(&mut self.frame) {
+            Ok(n) if n > 0 => n,
+            _ => return false,
+        };
+        self.counters.reads += 1;
+        let Some(buf) = self.frame.get_mut(..n) else {
+            return true;
+        };
+        let Some((seg, _)) = self.offloaded.as_mut() else {
+            self.counters.read_packets += 1;
+            each(buf);
+            return true;
+        };
+        match read_frame(buf) {
+            Ok(Frame::Packet(p)) => {
+                self.counters.read_packets += 1;
+                each(p);
+            }
+            Ok(Frame::Segments(mut s)) => loop {
+                match s.next_into(seg) {
+                    Ok(Some(len)) => {
+                        self.counters.read_packets += 1;
+                        if let Some(p) = seg.get(..len) {
+                            each(p);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        self.counters.read_errors += 1;
+                        break;
+                    }
+                }
+            },
+            Err(_) => self.counters.read_errors += 1,
+        }
+        true
+    }
+
+    /// A packet the endpoint delivered: written at once, or (offloaded) merged into the
+    /// turn's frames, which [`TunFrames::flush`] writes.
+    pub fn deliver(&mut self, dev: &dyn Device, packet: &[u8]) {
+        let Some((_, gro)) = self.offloaded.as_mut() else {
+            self.counters.writes += 1;
+            self.counters.write_packets += 1;
+            if dev.write(packet).is_err() {
+                self.counters.write_errors += 1;
+            }
+            return;
+        };
+        match gro.push(packet) {
+            Ok(_) => self.pending += 1,
+            Err(PushError::TooLarge) => self.counters.write_errors += 1,
+            Err(PushError::Full) => {
+                self.flush(dev);
+                self.deliver(dev, packet);
+            }
+        }
+    }
+
+    /// Write the merged frames (offloaded; nothing to do otherwise).
+    pub fn flush(&mut self, dev: &dyn Device) {
+        let Some((_, gro)) = self.offloaded.as_mut() else {
+            return;
+        };
+        for frame in gro.frames() {
+            self.counters.writes += 1;
+            // A refused frame loses its packets together; it counts once.
+            if dev.write(frame).is_err() {
+                self.counters.write_errors += 1;
+            }
+        }
+        self.counters.write_packets += self.pending;
+        self.pending = 0;
+        gro.clear();
+    }
+}
