@@ -9,6 +9,7 @@
 //! | [`wire`] | the tunnel datagram: checked views over bytes and parsed forms |
 //! | [`flow`] | peeks IP/TCP/UDP (and Ethernet) headers into a flow key |
 //! | [`hash`] | the bonding transmit hashes, bit-exact with Linux |
+//! | [`lacp`] | an IEEE 802.1AX LACP actor: LACPDUs, port state machines, selection |
 //! | [`path`] | one path's liveness state machine and RTT |
 //! | [`cc`] | one path's capacity and delay model and its pacer |
 //! | [`crypto`] | keys, handshake, sealed datagrams, replay window |
@@ -31,6 +32,7 @@ pub mod endpoint;
 pub mod flow;
 pub mod fragments;
 pub mod hash;
+pub mod lacp;
 pub mod path;
 pub mod plain;
 pub mod reorder;
