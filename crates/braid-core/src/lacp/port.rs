@@ -189,7 +189,8 @@ impl Port {
             ready_n: false,
             periodic_next: None,
             periodic_fast: true,
-            ntt: false,
+            // BEGIN enters the Mux machine's DETACHED, which sets NTT.
+            ntt: true,
             tx_times: [None; TX_LIMIT],
             marker_reply: None,
             reported_distributing: false,

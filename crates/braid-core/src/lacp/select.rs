@@ -90,13 +90,20 @@ pub(super) fn select(
         }
         best.map(|b| b.3)
     });
-    // Active-backup fallback: every port that is up has heard no LACP partner for the
-    // whole EXPIRED time. One port carries traffic; it keeps it while it stays up.
+    // Active-backup fallback: a port that is up has heard no LACP partner for the whole
+    // EXPIRED time, and no port hears one now or has just lost one (a port that comes
+    // up and has never heard a partner does not end the fallback). One port carries
+    // traffic; it keeps it while it stays up.
+    let hears_lacp = |p: &Port| {
+        p.enabled
+            && (p.rx == RxState::Current
+                || (p.rx == RxState::Expired && p.partner.system != [0; 6]))
+    };
     let engaged = fallback_ab
-        && ports.iter().any(|p| p.enabled)
         && ports
             .iter()
-            .all(|p| !p.enabled || p.rx == RxState::Defaulted);
+            .any(|p| p.enabled && p.rx == RxState::Defaulted)
+        && !ports.iter().any(hears_lacp);
     decision.fallback = if engaged {
         let keep = decision.fallback.filter(|id| {
             ports
