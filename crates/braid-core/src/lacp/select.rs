@@ -104,16 +104,17 @@ pub(super) fn select(
             .iter()
             .any(|p| p.enabled && p.rx == RxState::Defaulted)
         && !ports.iter().any(hears_lacp);
+    // Only a port that has waited out EXPIRED carries fallback traffic (an EXPIRED port
+    // is never distributing).
+    let eligible = |p: &Port| p.enabled && p.rx == RxState::Defaulted && p.lag.is_some();
     decision.fallback = if engaged {
-        let keep = decision.fallback.filter(|id| {
-            ports
-                .iter()
-                .any(|p| p.id == *id && p.enabled && p.lag.is_some())
-        });
+        let keep = decision
+            .fallback
+            .filter(|id| ports.iter().any(|p| p.id == *id && eligible(p)));
         keep.or_else(|| {
             ports
                 .iter()
-                .filter(|p| p.enabled && p.lag.is_some())
+                .filter(|p| eligible(p))
                 .min_by_key(|p| p.number)
                 .map(|p| p.id)
         })
