@@ -654,3 +654,26 @@ fn ports_are_checked_when_added() {
         "a port that is down has no timers"
     );
 }
+
+#[test]
+fn removing_a_port_stops_it_and_names_the_partner_first_heard() {
+    let mut lab = Lab::new(&[config(1), config(2)]);
+    lab.cable(0, 1);
+    lab.cable(0, 1);
+    lab.run_until(secs(10.0), Lab::all_cd).expect("aggregated");
+    let (n, p) = lab.end(0, 0);
+    let heard = lab.events.iter().find_map(|(_, node, e)| match e {
+        Event::PartnerChanged { port, partner } if *node == n && *port == p => Some(*partner),
+        _ => None,
+    });
+    assert_eq!(heard.map(|h| (h.system, h.port)), Some((mac(2, 0), 1)));
+    let now = lab.now;
+    lab.nodes[n].remove_port(now, p).expect("port");
+    assert_eq!(lab.nodes[n].poll_event(), Some(Event::NotDistributing(p)));
+    assert_eq!(lab.distributing(n), vec![lab.end(1, 0).1]);
+    assert_eq!(
+        lab.nodes[n].remove_port(now, p),
+        Err(LacpError::UnknownPort(p))
+    );
+    assert_eq!(lab.nodes[n].actor_state(p), None);
+}
