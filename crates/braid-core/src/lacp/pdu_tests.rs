@@ -3,7 +3,7 @@
 
 use super::pdu::*;
 
-fn hex(s: &str) -> Vec<u8> {
+pub(super) fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     (0..s.len() / 2)
         .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("test hex"))
@@ -17,7 +17,7 @@ fn hex(s: &str) -> Vec<u8> {
 /// [Activity, Aggregation, Expired]; partner 00:0e:83:16:f5:00 priority 32768 key 13
 /// port 25 port priority 32768, state [Timeout, Aggregation, Collecting, Distributing];
 /// collector max delay 32768. The bytes as captured (16 a line):
-const CISCO_FRAME_1: &str = "0180c20000020013c4120f0d88090101
+pub(super) const CISCO_FRAME_1: &str = "0180c20000020013c4120f0d88090101
     011480000013c4120f00000d80000016
     8500000002148000000e8316f500000d
     80000019360000000310800000000000

@@ -677,3 +677,36 @@ fn removing_a_port_stops_it_and_names_the_partner_first_heard() {
     );
     assert_eq!(lab.nodes[n].actor_state(p), None);
 }
+
+#[test]
+fn a_captured_cisco_lacpdu_is_recorded_as_the_partner_and_answered() {
+    let mut lacp = Lacp::new(config(1));
+    let cfg = PortConfig {
+        mac: mac(1, 1),
+        number: 1,
+        priority: 255,
+    };
+    let port = lacp.add_port(Instant::ZERO, cfg, true).expect("port");
+    let mut buf = [0u8; FRAME_LEN];
+    while lacp.poll_transmit(Instant::ZERO, &mut buf).is_some() {}
+    let t = Instant::from_millis(500);
+    let frame = super::pdu_tests::hex(super::pdu_tests::CISCO_FRAME_1);
+    lacp.handle_frame(t, port, &frame).expect("captured LACPDU");
+    let partner = lacp.partner(port).expect("port");
+    assert_eq!(partner.system, [0x00, 0x13, 0xc4, 0x12, 0x0f, 0x00]);
+    assert_eq!(
+        (partner.key, partner.port, partner.port_priority),
+        (13, 22, 32768)
+    );
+    // Its partner field names another switch, so it is not in sync with us, and our
+    // next LACPDU (at once: its view of us is stale) tells it who we are.
+    assert!(!partner.state.has(State::SYNC));
+    assert_eq!(lacp.status().ports[0].rx_state, "current");
+    let (p, _) = lacp.poll_transmit(t, &mut buf).expect("answer");
+    assert_eq!(p, port);
+    let Ok(SlowPdu::Lacp(ours)) = parse(&buf) else {
+        panic!("not an LACPDU");
+    };
+    assert_eq!(ours.partner.system, partner.system);
+    assert_eq!(ours.actor.system, mac(1, 0));
+}
