@@ -20,6 +20,7 @@
 //! | [`sim`] | a deterministic two-endpoint simulator over emulated paths |
 //! | [`hash`] | the bonding transmit hashes, bit-exact with Linux |
 //! | [`offload`] | TUN offloads: virtio header, checksums, TSO/USO split, TCP GRO |
+//! | [`lacp`] | an IEEE 802.1AX LACP actor: LACPDUs, port state machines, selection |
 //!
 //! Everything else (the flow dissector, path state machines, congestion control, the
 //! schedulers, the reorder buffer, fragment groups, plain mode's tags) is private: its
@@ -39,6 +40,7 @@ mod endpoint;
 mod flow;
 mod fragments;
 pub mod hash;
+pub mod lacp;
 pub mod offload;
 mod path;
 mod plain;
