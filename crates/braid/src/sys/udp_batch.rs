@@ -173,26 +173,31 @@ impl RecvBatch {
             })
     }
 
-    /// A batch as if `recv` had read `messages` (source, bytes, GRO stride): the tests'
-    /// way in.
+    /// Fill the batch as if `recv` had read `messages` (source, bytes, the length the
+    /// kernel reported, GRO stride), the length trusted as the kernel's would be: the tests'
+    /// and the fuzz target's way in. Bytes beyond a slot are left out.
+    #[doc(hidden)]
+    pub fn fill(&mut self, messages: &[(SocketAddr, &[u8], usize, usize)]) {
+        self.len = messages.len().min(RECV_SLOTS);
+        for (i, (addr, bytes, len, stride)) in messages.iter().take(RECV_SLOTS).enumerate() {
+            let n = bytes.len().min(SLOT_BYTES);
+            self.buf[i * SLOT_BYTES..][..n].copy_from_slice(&bytes[..n]);
+            let mut m = RecvMeta::default();
+            (m.addr, m.len, m.stride) = (*addr, *len, *stride);
+            self.meta[i] = m;
+        }
+    }
+
     #[cfg(test)]
     fn fake(messages: &[(SocketAddr, &[u8], usize)]) -> RecvBatch {
         let mut b = RecvBatch::default();
-        for (i, (addr, bytes, stride)) in messages.iter().enumerate() {
-            b.buf[i * SLOT_BYTES..][..bytes.len()].copy_from_slice(bytes);
-            b.meta[i] = meta(*addr, bytes.len(), *stride);
-        }
-        b.len = messages.len();
+        let with_len: Vec<_> = messages
+            .iter()
+            .map(|&(a, d, stride)| (a, d, d.len(), stride))
+            .collect();
+        b.fill(&with_len);
         b
     }
-}
-
-/// A message's description as `recv` fills it in (`RecvMeta` is non-exhaustive).
-#[cfg(test)]
-fn meta(addr: SocketAddr, len: usize, stride: usize) -> RecvMeta {
-    let mut m = RecvMeta::default();
-    (m.addr, m.len, m.stride) = (addr, len, stride);
-    m
 }
 
 /// A GRO list cut at `stride` (the last datagram may be shorter); a stride of 0 or one
@@ -322,7 +327,7 @@ mod tests {
     fn odd_lengths_and_strides_never_panic() {
         for (len, stride) in [(0, 0), (0, 5), (SLOT_BYTES + 9, 1), (10, 1), (10, 11)] {
             let mut b = RecvBatch::default();
-            b.meta[0] = meta(addr(1), len, stride);
+            b.fill(&[(addr(1), &[], len, stride)]);
             b.len = RECV_SLOTS + 3;
             let total: usize = b.datagrams().map(|(_, d)| d.len()).sum();
             assert_eq!(total, len.min(SLOT_BYTES));
