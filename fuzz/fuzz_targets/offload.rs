@@ -2,9 +2,10 @@
 //! merging packets into frames for a TUN write.
 //!
 //! Input: a mode byte, then either one TUN read (virtio header and packet), or packets
-//! for the coalescer: raw (a length byte before each), or a TCP stream (a template
-//! packet, then per segment a payload length and a byte that may spoil it), with the
-//! IPv4 header and TCP checksums made right where the mode says so.
+//! for the coalescer (with UDP GRO or without, as the mode says): raw (a length byte
+//! before each), or a TCP/UDP stream (a template packet, then per segment a payload
+//! length and a byte that may spoil it), with the IPv4 header and TCP/UDP checksums made
+//! right where the mode says so.
 //!
 //! Checks: nothing panics; every segment cut from a read fits the announced segment
 //! length, and its IPv4 header and transport checksums verify; `count()` segments come
@@ -48,7 +49,7 @@ fn valid(p: &[u8]) -> bool {
         && checksum::sum(&p[t..], pseudo(p, v6, proto, p.len() - t)) == 0xffff
 }
 
-/// Make the IPv4 header and TCP checksums of `p` right, if it looks like TCP.
+/// Make the IPv4 header and TCP or UDP checksums of `p` right, if it looks like TCP/UDP.
 fn fix(p: &mut [u8]) {
     let Some((v6, t, proto)) = ip_hdr_len(p) else {
         return;
@@ -62,6 +63,12 @@ fn fix(p: &mut [u8]) {
         p[t + 16..t + 18].fill(0);
         let c = checksum::checksum(&p[t..], pseudo(p, v6, 6, p.len() - t));
         p[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+    }
+    if proto == 17 && p.len() >= t + 8 {
+        p[t + 6..t + 8].fill(0);
+        let c = checksum::checksum(&p[t..], pseudo(p, v6, 17, p.len() - t));
+        let c = if c == 0 { 0xffff } else { c };
+        p[t + 6..t + 8].copy_from_slice(&c.to_be_bytes());
     }
 }
 
@@ -95,20 +102,21 @@ fn split(read: &[u8]) -> Option<Vec<Vec<u8>>> {
 /// `p` with its IPv4 header checksum and transport checksum fields zeroed.
 fn sans_checksums(p: &[u8]) -> Vec<u8> {
     let mut p = p.to_vec();
-    if let Some((v6, t, _)) = ip_hdr_len(&p) {
+    if let Some((v6, t, proto)) = ip_hdr_len(&p) {
         if !v6 {
             p[10..12].fill(0);
         }
-        if p.len() >= t + 18 {
-            p[t + 16..t + 18].fill(0);
+        let at = if proto == 17 { t + 6 } else { t + 16 };
+        if p.len() >= at + 2 {
+            p[at..at + 2].fill(0);
         }
     }
     p
 }
 
 /// Build frames from `packets` and check that each reads back as what went in.
-fn coalesce(packets: &[Vec<u8>], frame_cap: usize) {
-    let mut c = Coalescer::new(4, frame_cap);
+fn coalesce(packets: &[Vec<u8>], frame_cap: usize, udp: bool) {
+    let mut c = Coalescer::new(4, frame_cap).with_udp(udp);
     let mut pushed: Vec<Vec<Vec<u8>>> = Vec::new();
     let check = |c: &Coalescer, pushed: &[Vec<Vec<u8>>]| {
         assert_eq!(c.len(), pushed.len());
@@ -174,7 +182,7 @@ fuzz_target!(|data: &[u8]| {
                 packets.push(p);
                 r = &tail[n..];
             }
-            coalesce(&packets, frame_cap);
+            coalesce(&packets, frame_cap, mode & 4 != 0);
         }
         _ => {
             // A template packet (length byte first), then (payload length, spoil) pairs.
@@ -183,13 +191,18 @@ fuzz_target!(|data: &[u8]| {
             };
             let n = usize::from(n).min(tail.len());
             let (template, mut steps) = tail.split_at(n);
-            let Some((v6, t, _)) = ip_hdr_len(template) else {
+            let Some((v6, t, proto)) = ip_hdr_len(template) else {
                 return;
             };
             if template.len() < t + 20 {
                 return;
             }
-            let th = (usize::from(template[t + 12] >> 4) * 4).clamp(20, 60);
+            let udp = proto == 17;
+            let th = if udp {
+                8
+            } else {
+                (usize::from(template[t + 12] >> 4) * 4).clamp(20, 60)
+            };
             let Some(head) = template.get(..t + th) else {
                 return;
             };
@@ -208,7 +221,11 @@ fuzz_target!(|data: &[u8]| {
                     let id = u16::from_be_bytes([head[4], head[5]]).wrapping_add(i);
                     p[4..6].copy_from_slice(&id.to_be_bytes());
                 }
-                p[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
+                if udp {
+                    p[t + 4..t + 6].copy_from_slice(&((total - t) as u16).to_be_bytes());
+                } else {
+                    p[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
+                }
                 fix(&mut p);
                 if *spoil & 0x80 != 0 {
                     let at = usize::from(*spoil & 0x7f) % p.len();
@@ -219,7 +236,7 @@ fuzz_target!(|data: &[u8]| {
                 packets.push(p);
                 steps = tail;
             }
-            coalesce(&packets, frame_cap);
+            coalesce(&packets, frame_cap, mode & 4 != 0);
         }
     }
 });

@@ -70,23 +70,28 @@ struct Counts {
     segments: AtomicU64,
     frames_written: AtomicU64,
     merged_frames: AtomicU64,
+    merged_udp_frames: AtomicU64,
     drops: AtomicU64,
 }
 
 /// Forward between the two TUNs until `stop`: read, split, coalesce, write.
-fn forward(tuns: [Tun; 2], stop: Arc<AtomicBool>, counts: Arc<Counts>) {
+fn forward(tuns: [Tun; 2], udp_gro: bool, stop: Arc<AtomicBool>, counts: Arc<Counts>) {
     let mut buf = vec![0u8; MAX_FRAME];
     let mut seg = vec![0u8; MAX_SEGMENT];
-    let mut gro = Coalescer::new(64, MAX_FRAME);
+    let mut gro = Coalescer::new(64, MAX_FRAME).with_udp(udp_gro);
     let deadline = Instant::now() + Duration::from_secs(60);
     let flush = |gro: &mut Coalescer, out: &Tun| {
         for f in gro.frames() {
-            let merged = VnetHdr::parse(f).is_ok_and(|h| h.gso_type != vnet::GSO_NONE);
+            let gso = VnetHdr::parse(f).map_or(vnet::GSO_NONE, |h| h.gso_type);
+            let merged = gso != vnet::GSO_NONE;
             match out.write(f) {
                 Ok(_) => {
                     counts.frames_written.fetch_add(1, Ordering::Relaxed);
                     if merged {
                         counts.merged_frames.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if gso == vnet::GSO_UDP_L4 {
+                        counts.merged_udp_frames.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Err(_) => {
@@ -276,6 +281,7 @@ struct Seen {
     udp_superframes: u64,
     partial_checksums: u64,
     merged_frames: u64,
+    merged_udp_frames: u64,
     drops: u64,
 }
 
@@ -330,7 +336,7 @@ fn run(tag: &str, wanted: Offloads) -> Seen {
     let counts = Arc::new(Counts::default());
     let fwd = {
         let (stop, counts) = (stop.clone(), counts.clone());
-        std::thread::spawn(move || forward([ta, tb], stop, counts))
+        std::thread::spawn(move || forward([ta, tb], on.uso, stop, counts))
     };
     // Stop the forwarder however the checks end.
     struct Stop(Arc<AtomicBool>);
@@ -354,7 +360,7 @@ fn run(tag: &str, wanted: Offloads) -> Seen {
     fwd.join().expect("forwarder");
     let c = |x: &AtomicU64| x.load(Ordering::Relaxed);
     eprintln!(
-        "tun_offload {tag}: {} reads ({} superframes > MTU, largest {} B, {} UDP, {} packets with the checksum to do), {} packets, {} frames written ({} merged), {} drops",
+        "tun_offload {tag}: {} reads ({} superframes > MTU, largest {} B, {} UDP, {} packets with the checksum to do), {} packets, {} frames written ({} merged, {} UDP), {} drops",
         c(&counts.reads),
         c(&counts.superframes),
         c(&counts.largest_read),
@@ -363,6 +369,7 @@ fn run(tag: &str, wanted: Offloads) -> Seen {
         c(&counts.segments),
         c(&counts.frames_written),
         c(&counts.merged_frames),
+        c(&counts.merged_udp_frames),
         c(&counts.drops)
     );
     Seen {
@@ -373,6 +380,7 @@ fn run(tag: &str, wanted: Offloads) -> Seen {
         udp_superframes: c(&counts.udp_superframes),
         partial_checksums: c(&counts.partial_checksums),
         merged_frames: c(&counts.merged_frames),
+        merged_udp_frames: c(&counts.merged_udp_frames),
         drops: c(&counts.drops),
     }
 }
@@ -400,6 +408,10 @@ fn offloaded_tuns_forward_tcp_udp_icmp() {
             seen.udp_superframes > 0,
             "the UDP_SEGMENT send came as a USO superframe"
         );
+        assert!(
+            seen.merged_udp_frames > 0,
+            "UDP datagrams merged (UDP GRO with USO on)"
+        );
     }
     assert_eq!(seen.drops, 0, "nothing dropped");
 }
@@ -420,6 +432,7 @@ fn vnet_header_without_offloads() {
     assert_eq!(seen.on, header_only);
     assert!(seen.reads > 0);
     assert_eq!(seen.superframes, 0, "no superframes without TSO");
+    assert_eq!(seen.merged_udp_frames, 0, "no UDP GRO without USO");
     assert_eq!(
         seen.partial_checksums, 0,
         "no checksum left to do without TUN_F_CSUM"

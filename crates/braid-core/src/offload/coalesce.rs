@@ -20,12 +20,17 @@
 //! Segments are only appended, so no flow is reordered; frames keep the order in which
 //! they were started.
 //!
+//! With [`Coalescer::with_udp`] (for a TUN with USO), UDP datagrams of one flow in a row
+//! are merged the same way into a `GSO_UDP_L4` frame (as wireguard-go's `udpGRO`): equal
+//! IP fields, IPv4 IDs stepping, none longer than the first, nothing after a shorter one,
+//! checksums verified and not zero.
+//!
 //! All buffers are allocated in [`Coalescer::new`]; pushing never allocates.
 
 use super::checksum;
 use super::split::pseudo_sum;
 use super::vnet::{self, VnetHdr};
-use super::PROTO_TCP;
+use super::{PROTO_TCP, PROTO_UDP};
 
 /// The most segments merged into one frame (as `UDP_GRO_CNT_MAX`).
 pub const MAX_SEGMENTS: u16 = 64;
@@ -67,6 +72,7 @@ pub struct Coalescer {
     frame_cap: usize,
     frames: Vec<Slot>,
     max_frames: usize,
+    udp: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -87,12 +93,13 @@ struct Item {
     closed: bool,
 }
 
-/// A TCP segment that may be merged.
+/// A TCP segment (or UDP datagram) that may be merged.
 #[derive(Clone, Copy, Debug)]
 struct Seg {
     v6: bool,
+    udp: bool,
     ip_len: usize,
-    tcp_len: usize,
+    l4_len: usize,
     seq: u32,
     psh: bool,
     payload: usize,
@@ -107,7 +114,16 @@ impl Coalescer {
             frame_cap,
             frames: Vec::with_capacity(max_frames),
             max_frames,
+            udp: false,
         }
+    }
+
+    /// Merge UDP datagrams too (`GSO_UDP_L4`): only for a TUN with USO on (Linux 6.2
+    /// and later). Datagrams of a flow in a row, of equal length but for a shorter last
+    /// one, with a checksum that verifies (not zero), become one frame.
+    pub fn with_udp(mut self, on: bool) -> Coalescer {
+        self.udp = on;
+        self
     }
 
     /// Frames in the batch.
@@ -142,7 +158,7 @@ impl Coalescer {
         if packet.len() + vnet::LEN > self.frame_cap || packet.len() > 65535 {
             return Err(PushError::TooLarge);
         }
-        let seg = candidate(packet);
+        let seg = candidate(packet, self.udp);
         if let Some(seg) = seg {
             if let Some(i) = self.newest_of_flow(packet, &seg) {
                 if self.append(i, packet, &seg) {
@@ -171,11 +187,12 @@ impl Coalescer {
                 next_seq: s.seq.wrapping_add(s.payload as u32),
                 closed: s.psh || !checksums_valid(packet, &s),
             }),
-            None => tcp_flow(packet).map(|(v6, ip_len)| Item {
+            None => flow_of(packet).map(|(v6, udp, ip_len)| Item {
                 seg: Seg {
                     v6,
+                    udp,
                     ip_len,
-                    tcp_len: 0,
+                    l4_len: 0,
                     seq: 0,
                     psh: false,
                     payload: 0,
@@ -203,7 +220,7 @@ impl Coalescer {
             let Some(item) = self.frames[i].tcp else {
                 continue;
             };
-            if item.seg.v6 != s.v6 {
+            if item.seg.v6 != s.v6 || item.seg.udp != s.udp {
                 continue;
             }
             let head = &self.store[i * self.frame_cap + vnet::LEN..];
@@ -234,22 +251,24 @@ impl Coalescer {
         let ip_len = slot.len - vnet::LEN + s.payload;
         if !ip_ok
             || s.ip_len != h.ip_len
-            || s.tcp_len != h.tcp_len
-            || s.seq != item.next_seq
+            || s.l4_len != h.l4_len
+            || s.udp != h.udp
+            || (!s.udp && s.seq != item.next_seq)
             || s.payload > h.payload
             || item.segs >= MAX_SEGMENTS
             || ip_len > 65535
             || slot.len + s.payload > self.frame_cap
-            // ACK number and data offset; window and urgent pointer; options.
-            || head[t + 8..t + 13] != p[t + 8..t + 13]
-            || head[t + 14..t + 16] != p[t + 14..t + 16]
-            || head[t + 18..t + h.tcp_len] != p[t + 18..t + s.tcp_len]
+            // TCP: ACK number and data offset; window and urgent pointer; options.
+            || (!s.udp
+                && (head[t + 8..t + 13] != p[t + 8..t + 13]
+                    || head[t + 14..t + 16] != p[t + 14..t + 16]
+                    || head[t + 18..t + h.l4_len] != p[t + 18..t + s.l4_len]))
             || !checksums_valid(p, s)
         {
             return false;
         }
         let frame = &mut self.store[at..at + slot.len + s.payload];
-        frame[slot.len..].copy_from_slice(&p[s.ip_len + s.tcp_len..]);
+        frame[slot.len..].copy_from_slice(&p[s.ip_len + s.l4_len..]);
         item.segs += 1;
         item.next_seq = s.seq.wrapping_add(s.payload as u32);
         item.closed = s.payload < h.payload || s.psh;
@@ -268,20 +287,27 @@ impl Coalescer {
             let c = checksum::checksum(&pkt[..t], 0);
             pkt[10..12].copy_from_slice(&c.to_be_bytes());
         }
-        // The TCP checksum field holds the pseudo-header sum; the kernel adds the rest.
-        let partial = pseudo_sum(pkt, s.v6, PROTO_TCP, ip_len - t);
-        pkt[t + 16..t + 18].copy_from_slice(&partial.to_be_bytes());
+        // The checksum field holds the pseudo-header sum; the kernel adds the rest.
+        let (proto, csum_offset, gso_type) = match (s.udp, s.v6) {
+            (true, _) => (PROTO_UDP, 6, vnet::GSO_UDP_L4),
+            (false, true) => (PROTO_TCP, 16, vnet::GSO_TCPV6),
+            (false, false) => (PROTO_TCP, 16, vnet::GSO_TCPV4),
+        };
+        if s.udp {
+            // The UDP length covers the whole superframe (as wireguard-go writes it).
+            let n = u16::try_from(ip_len - t).unwrap_or(u16::MAX);
+            pkt[t + 4..t + 6].copy_from_slice(&n.to_be_bytes());
+        }
+        let partial = pseudo_sum(pkt, s.v6, proto, ip_len - t);
+        let at = t + usize::from(csum_offset);
+        pkt[at..at + 2].copy_from_slice(&partial.to_be_bytes());
         let hdr = VnetHdr {
             flags: vnet::F_NEEDS_CSUM,
-            gso_type: if s.v6 {
-                vnet::GSO_TCPV6
-            } else {
-                vnet::GSO_TCPV4
-            },
-            hdr_len: u16::try_from(t + h.tcp_len).unwrap_or(u16::MAX),
+            gso_type,
+            hdr_len: u16::try_from(t + h.l4_len).unwrap_or(u16::MAX),
             gso_size: u16::try_from(h.payload).unwrap_or(u16::MAX),
             csum_start: u16::try_from(t).unwrap_or(u16::MAX),
-            csum_offset: 16,
+            csum_offset,
         };
         // The frame is LEN bytes or more: emit cannot fail.
         let _ = hdr.emit(frame);
@@ -293,36 +319,53 @@ impl Coalescer {
     }
 }
 
-/// The TCP segment `p` is, if it may be merged at all.
-fn candidate(p: &[u8]) -> Option<Seg> {
+/// The TCP segment (or, with `udp`, UDP datagram) `p` is, if it may be merged at all.
+fn candidate(p: &[u8], udp: bool) -> Option<Seg> {
     let version = p.first()? >> 4;
-    let (v6, ip_len) = match version {
+    let (v6, ip_len, proto) = match version {
         4 => {
-            if p.len() < 40
+            if p.len() < 28
                 || p[0] != 0x45
                 || usize::from(u16::from_be_bytes([p[2], p[3]])) != p.len()
-                || p[9] != PROTO_TCP
                 || p[6] & 0x3f != 0
                 || p[7] != 0
             {
                 return None;
             }
-            (false, 20)
+            (false, 20, p[9])
         }
         6 => {
-            if p.len() < 60
-                || usize::from(u16::from_be_bytes([p[4], p[5]])) != p.len() - 40
-                || p[6] != PROTO_TCP
-            {
+            if p.len() < 48 || usize::from(u16::from_be_bytes([p[4], p[5]])) != p.len() - 40 {
                 return None;
             }
-            (true, 40)
+            (true, 40, p[6])
         }
         _ => return None,
     };
     let t = ip_len;
-    let tcp_len = usize::from(p[t + 12] >> 4) * 4;
-    if tcp_len < 20 || t + tcp_len >= p.len() {
+    if proto == PROTO_UDP && udp {
+        // The UDP length is the packet's; a zero checksum ("none") is not merged.
+        if p.len() <= t + 8
+            || usize::from(u16::from_be_bytes([p[t + 4], p[t + 5]])) != p.len() - t
+            || p[t + 6..t + 8] == [0, 0]
+        {
+            return None;
+        }
+        return Some(Seg {
+            v6,
+            udp: true,
+            ip_len,
+            l4_len: 8,
+            seq: 0,
+            psh: false,
+            payload: p.len() - t - 8,
+        });
+    }
+    if proto != PROTO_TCP || p.len() < t + 20 {
+        return None;
+    }
+    let l4_len = usize::from(p[t + 12] >> 4) * 4;
+    if l4_len < 20 || t + l4_len >= p.len() {
         return None;
     }
     let flags = p[t + 13];
@@ -331,27 +374,35 @@ fn candidate(p: &[u8]) -> Option<Seg> {
     }
     Some(Seg {
         v6,
+        udp: false,
         ip_len,
-        tcp_len,
+        l4_len,
         seq: u32::from_be_bytes([p[t + 4], p[t + 5], p[t + 6], p[t + 7]]),
         psh: flags & TCP_PSH != 0,
-        payload: p.len() - t - tcp_len,
+        payload: p.len() - t - l4_len,
     })
 }
 
-/// For any TCP packet with its ports in place: IPv6 or not, and its IP header length.
-fn tcp_flow(p: &[u8]) -> Option<(bool, usize)> {
-    let (v6, t) = match p.first()? >> 4 {
-        4 if p.get(9) == Some(&PROTO_TCP) => (false, usize::from(p[0] & 0x0f) * 4),
-        6 if p.get(6) == Some(&PROTO_TCP) => (true, 40),
+/// For any TCP or UDP packet with its ports in place: IPv6 or not, UDP or not, and its
+/// IP header length.
+fn flow_of(p: &[u8]) -> Option<(bool, bool, usize)> {
+    let (v6, t, proto) = match p.first()? >> 4 {
+        4 => (false, usize::from(p[0] & 0x0f) * 4, *p.get(9)?),
+        6 => (true, 40, *p.get(6)?),
         _ => return None,
     };
-    (t >= 20 && p.len() >= t + 4).then_some((v6, t))
+    let udp = match proto {
+        PROTO_TCP => false,
+        PROTO_UDP => true,
+        _ => return None,
+    };
+    (t >= 20 && p.len() >= t + 4).then_some((v6, udp, t))
 }
 
-/// The IPv4 header checksum and the TCP checksum of `p` check out.
+/// The IPv4 header checksum and the TCP/UDP checksum of `p` check out.
 fn checksums_valid(p: &[u8], s: &Seg) -> bool {
     let t = s.ip_len;
+    let proto = if s.udp { PROTO_UDP } else { PROTO_TCP };
     (s.v6 || checksum::sum(&p[..t], 0) == 0xffff)
-        && checksum::sum(&p[t..], pseudo_sum(p, s.v6, PROTO_TCP, p.len() - t)) == 0xffff
+        && checksum::sum(&p[t..], pseudo_sum(p, s.v6, proto, p.len() - t)) == 0xffff
 }

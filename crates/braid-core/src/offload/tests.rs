@@ -522,3 +522,44 @@ fn malformed_reads_are_typed_errors() {
         Err(SplitError::TooManySegments)
     );
 }
+
+#[test]
+fn uso_round_trip_with_udp_gro() {
+    for v6 in [false, true] {
+        let data = payload(7000);
+        let frame = superframe(&udp(v6, &data), vnet::GSO_UDP_L4, 1200);
+        let segs = split_all(&frame).unwrap();
+        assert_eq!(segs.len(), 6);
+        // Without UDP GRO each datagram is a frame of its own.
+        let mut plain = Coalescer::new(8, MAX_FRAME);
+        for s in &segs {
+            assert!(!plain.push(s).unwrap().merged);
+        }
+        let mut c = Coalescer::new(8, MAX_FRAME).with_udp(true);
+        for (i, s) in segs.iter().enumerate() {
+            assert_eq!(
+                c.push(s).unwrap(),
+                Pushed {
+                    frame: 0,
+                    merged: i > 0
+                }
+            );
+        }
+        assert_eq!(c.frame(0).unwrap(), &frame[..], "v6 {v6}");
+        assert_eq!(split_all(c.frame(0).unwrap()).unwrap(), segs);
+        // After the shorter last datagram, nothing more joins; a TCP segment with the
+        // same ports is another flow.
+        assert!(!c.push(&segs[0]).unwrap().merged);
+        // A zero (absent) UDP checksum is not merged.
+        let mut none = segs[1].clone();
+        let t = if v6 { 40 } else { 20 };
+        none[t + 6..t + 8].fill(0);
+        let mut c = Coalescer::new(8, MAX_FRAME).with_udp(true);
+        c.push(&segs[0]).unwrap();
+        assert!(!c.push(&none).unwrap().merged);
+        assert!(
+            !c.push(&segs[1]).unwrap().merged,
+            "not past the unmerged one"
+        );
+    }
+}
