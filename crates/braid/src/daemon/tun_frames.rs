@@ -47,11 +47,15 @@ pub struct TunFrames {
 impl TunFrames {
     /// For a device that carries the virtio header (`vnet_hdr`), merging UDP too when it
     /// has USO.
-    pub fn new(vnet_hdr: bool, _uso: bool) -> TunFrames {
+    pub fn new(vnet_hdr: bool, uso: bool) -> TunFrames {
         TunFrames {
             frame: vec![0; MAX_FRAME],
-            offloaded: vnet_hdr
-                .then(|| (vec![0; MAX_SEGMENT], Coalescer::new(GRO_FRAMES, MAX_FRAME))),
+            offloaded: vnet_hdr.then(|| {
+                (
+                    vec![0; MAX_SEGMENT],
+                    Coalescer::new(GRO_FRAMES, MAX_FRAME).with_udp(uso),
+                )
+            }),
             pending: 0,
             counters: TunCounters::default(),
         }
