@@ -389,7 +389,7 @@ fn junk_datagram(rng: &mut Rng, shape: JunkShape, buf: &mut [u8; 1400]) -> usize
     match shape {
         JunkShape::Random => {}
         JunkShape::Handshake => {
-            buf[0] = 2;
+            buf[0] = braid_core::wire::SEALED_VERSION;
             if len > 1 {
                 buf[1] = 1;
             }
