@@ -78,9 +78,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(ty, msg.message_type());
     assert_eq!(n, folded::folded_len(ty, data.len()));
     let seq = match msg {
-        Message::Data { seq, .. } | Message::PinnedData { seq, .. } | Message::DataPart { seq, .. } => {
-            Some(seq)
-        }
+        Message::Data { seq, .. }
+        | Message::PinnedData { seq, .. }
+        | Message::DataPart { seq, .. } => Some(seq),
         _ => None,
     };
     let mut r = SeqRef::default();
@@ -92,7 +92,11 @@ fuzz_target!(|data: &[u8]| {
     let mut want = data.to_vec();
     want[2] = 0;
     want[3] = wire_path;
-    assert_eq!(&folded_buf[range], &want[..], "fold then unfold gives the datagram back");
+    assert_eq!(
+        &folded_buf[range],
+        &want[..],
+        "fold then unfold gives the datagram back"
+    );
     let len = msg.wire_len();
     assert!(len <= data.len());
     match msg {
