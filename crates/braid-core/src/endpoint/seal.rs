@@ -1,12 +1,14 @@
 //! Path encryption between the bond and the carriers: a [`Sealer`] owns the bond's
 //! [`crate::crypto::Tunnel`] (or, without keys, its verification tags).
 //!
-//! - **Out**: every datagram the bond emits is sealed before it goes on a path. While no
+//! - **Out**: every datagram the bond emits is folded (its version-1 header into the
+//!   envelope's, [`folded`]) and sealed before it goes on a path. While no
 //!   session exists (the first handshake, or after one expired) the datagram is dropped
 //!   and counted (`no_session_dropped`): the bond's probes and TCP's retransmissions repeat
 //!   what matters, and holding packets would only delay the first handshake's completion.
 //! - **In**: every datagram read from a path is opened first. Only authenticated transport
-//!   plaintext ([`Incoming::Deliver`]) reaches the bond; handshake answers
+//!   plaintext, unfolded back into the version-1 datagram ([`Incoming::Deliver`]),
+//!   reaches the bond; handshake answers
 //!   ([`Incoming::Reply`]) go back to the source on the same path; everything else is
 //!   dropped and counted under its [`Rejected::name`].
 //! - **Roaming**: a path's peer address follows authenticated datagrams only, and only

@@ -449,7 +449,7 @@ mod tests {
         for _ in 0..200 {
             let n = junk_datagram(&mut rng, JunkShape::Handshake, &mut buf);
             assert!((1..=1400).contains(&n));
-            assert_eq!(buf[0], 2);
+            assert_eq!(buf[0], braid_core::wire::SEALED_VERSION);
             if n > 1 {
                 assert_eq!(buf[1], 1);
             }
