@@ -135,8 +135,8 @@ fn wire_seeds() {
         let n = wire::emit(&h, &m, &mut buf).expect("emit");
         put("wire", name, &buf[..n]);
     }
-    // A control message with trailing bytes, and a sealed (version 2) first byte.
-    let mut probe = vec![0u8; wire::PROBE_LEN];
+    // A control message with trailing bytes, and a sealed (version 4) first byte.
+    let mut probe = vec![0u8; wire::PROBE_EPOCH_LEN];
     wire::emit(
         &h,
         &Message::Probe {
@@ -148,7 +148,43 @@ fn wire_seeds() {
     .expect("emit");
     probe.extend_from_slice(b"future");
     put("wire", "probe_trailing", &probe);
-    put("wire", "sealed_version", &[2, 0, 0, 0, 0, 0, 0, 1]);
+    put(
+        "wire",
+        "sealed_version",
+        &[wire::SEALED_VERSION, 0x10, 0, 0, 0, 0, 0, 1],
+    );
+    // Folded forms (the target also reads every input as one, its first byte % 16 the
+    // type): a data datagram folded with wire path id 0x10 (type 0, Data) and a part with
+    // 0x05 (type 5, DataPart).
+    for (name, path, m) in [
+        (
+            "folded_data",
+            0x10,
+            Message::Data {
+                seq: 42,
+                path_seq: 7,
+                payload: &[0x45, 0, 0, 20, 0xC0, 0xDB],
+            },
+        ),
+        (
+            "folded_part",
+            0x05,
+            Message::DataPart {
+                seq: 1 << 40,
+                path_seq: 8,
+                part: 1,
+                parts: 2,
+                kind: wire::MessageType::PinnedData,
+                payload: b"part",
+            },
+        ),
+    ] {
+        let mut v1 = vec![0u8; m.wire_len()];
+        let n = wire::emit(&h, &m, &mut v1).expect("emit");
+        let mut out = vec![0u8; n];
+        let (_, k) = wire::folded::fold(&v1[..n], path, &mut out).expect("fold");
+        put("wire", name, &out[..k]);
+    }
 }
 
 fn flow_seeds() {

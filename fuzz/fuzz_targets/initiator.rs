@@ -243,7 +243,7 @@ fuzz_target!(|input: Input| {
                     continue;
                 };
                 let mut d = vec![0u8; RESPONSE_LEN];
-                d[..4].copy_from_slice(&[2, 2, 0, 0]);
+                d[..4].copy_from_slice(&[braid_core::wire::SEALED_VERSION, 2, 0, 0]);
                 d[4..8].copy_from_slice(&init[4..8]);
                 let n = body.len().min(RESPONSE_LEN - 8);
                 d[8..8 + n].copy_from_slice(&body[..n]);
@@ -255,7 +255,7 @@ fuzz_target!(|input: Input| {
                     continue;
                 };
                 let mut d = vec![0u8; COOKIE_REPLY_LEN];
-                d[..4].copy_from_slice(&[2, 3, 0, 0]);
+                d[..4].copy_from_slice(&[braid_core::wire::SEALED_VERSION, 3, 0, 0]);
                 d[4..8].copy_from_slice(&init[4..8]);
                 let n = body.len().min(COOKIE_REPLY_LEN - 8);
                 d[8..8 + n].copy_from_slice(&body[..n]);
@@ -265,7 +265,7 @@ fuzz_target!(|input: Input| {
             Op::Seal { payload } => {
                 let payload = &payload[..payload.len().min(256)];
                 let mut out = vec![0u8; payload.len() + OVERHEAD];
-                let Ok(n) = h.initiator.seal_from(h.now, payload, &mut out) else {
+                let Ok(n) = h.initiator.seal_from(h.now, 0, payload, &mut out) else {
                     h.drain();
                     continue;
                 };

@@ -4,7 +4,7 @@
 //!
 //! The peer's datagrams (its initiations, keepalives and the probes it seals for each
 //! path, with that path's id in the inner header) are captured; the input is a sequence
-//! of operations: raw datagrams, datagrams with a valid `2, kind, 0, 0` prefix, handshake
+//! of operations: raw datagrams, datagrams with a valid `4, kind, 0, 0` prefix, handshake
 //! messages of the right length with a correct mac1 (they reach the budget and Noise),
 //! handshakes exchanged (the peer rekeys every second), the peer sealing a probe for a
 //! path, captured datagrams
@@ -54,7 +54,7 @@ const ROAM_QUIET: Duration = Duration::from_millis(300);
 enum Op {
     /// Any bytes on a path from a source.
     Raw { path: u8, src: u8, bytes: Vec<u8> },
-    /// `2, kind, 0, 0` then any bytes.
+    /// `4, kind, 0, 0` then any bytes.
     Framed {
         path: u8,
         src: u8,
@@ -244,7 +244,7 @@ impl Harness {
         if self.target.counters().handshake_flood_dropped != flood_before {
             assert!(
                 datagram.len() == INITIATION_LEN
-                    && datagram.starts_with(&[2, 1, 0, 0])
+                    && datagram.starts_with(&[braid_core::wire::SEALED_VERSION, 1, 0, 0])
                     && self.target_macs.check_mac1(datagram),
                 "the budget was taken by something that is not a valid-mac1 initiation"
             );
@@ -331,7 +331,17 @@ fuzz_target!(|input: Input| {
                 kind,
                 body,
             } => {
-                let mut d = vec![2, kind % 5, 0, 0];
+                // A handshake kind, a transport kind (0x10 + a message type, known or not)
+                // or any byte.
+                let k = match kind % 6 {
+                    0 => 1,
+                    1 => 2,
+                    2 => 3,
+                    3 => 0x10 | (kind >> 4),
+                    4 => 0x1f,
+                    _ => kind,
+                };
+                let mut d = vec![braid_core::wire::SEALED_VERSION, k, 0, 0];
                 d.extend_from_slice(&body);
                 h.to_target(usize::from(path) % PATHS, source(src), &d);
             }
@@ -347,7 +357,7 @@ fuzz_target!(|input: Input| {
                     _ => (3, COOKIE_REPLY_LEN),
                 };
                 let mut d = vec![0u8; len];
-                d[0] = 2;
+                d[0] = braid_core::wire::SEALED_VERSION;
                 d[1] = k;
                 let n = body.len().min(len - 4);
                 d[4..4 + n].copy_from_slice(&body[..n]);
@@ -370,7 +380,9 @@ fuzz_target!(|input: Input| {
                 };
                 plain.truncate(n);
                 let mut buf = vec![0u8; plain.len() + 64];
-                if let Some(n) = h.peer.outgoing(h.now, &plain, &mut buf) {
+                // The peer names its path p by p (its wire path id), so the unfolded
+                // datagram is `plain` byte for byte.
+                if let Some(n) = h.peer.outgoing(h.now, &plain, hd.path as u8, &mut buf) {
                     let d = buf[..n].to_vec();
                     h.sealed.insert(d.clone(), plain);
                     h.capture(d.clone());

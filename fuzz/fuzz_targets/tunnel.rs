@@ -40,7 +40,7 @@ const MAX_CAPTURED: usize = 64;
 enum Op {
     /// Any bytes from the network.
     Raw { src: u8, bytes: Vec<u8> },
-    /// `2, kind, 0, 0` then any bytes: gets past the version and reserved-byte checks.
+    /// `4, kind, 0, 0` then any bytes: gets past the version and reserved-byte checks.
     Framed { src: u8, kind: u8, body: Vec<u8> },
     /// A handshake message of the right length for `kind` (initiation, response or
     /// cookie reply), any content, with a correct mac1 for the responder: reaches Noise.
@@ -196,7 +196,17 @@ fuzz_target!(|input: Input| {
         match op {
             Op::Raw { src, bytes } => h.to_responder(addr(src), &bytes),
             Op::Framed { src, kind, body } => {
-                let mut d = vec![2, kind % 5, 0, 0];
+                // A handshake kind, a transport kind (0x10 + a message type, known or not)
+                // or any byte.
+                let k = match kind % 6 {
+                    0 => 1,
+                    1 => 2,
+                    2 => 3,
+                    3 => 0x10 | (kind >> 4),
+                    4 => 0x1f,
+                    _ => kind,
+                };
+                let mut d = vec![braid_core::wire::SEALED_VERSION, k, 0, 0];
                 d.extend_from_slice(&body);
                 h.to_responder(addr(src), &d);
             }
@@ -207,7 +217,7 @@ fuzz_target!(|input: Input| {
                     _ => (3, COOKIE_REPLY_LEN),
                 };
                 let mut d = vec![0u8; len];
-                d[0] = 2;
+                d[0] = braid_core::wire::SEALED_VERSION;
                 d[1] = k;
                 let n = body.len().min(len - 4);
                 d[4..4 + n].copy_from_slice(&body[..n]);
@@ -221,7 +231,7 @@ fuzz_target!(|input: Input| {
             Op::Seal { payload } => {
                 let payload = &payload[..payload.len().min(256)];
                 let mut out = vec![0u8; payload.len() + OVERHEAD];
-                if let Ok(n) = h.initiator.seal_from(h.now, payload, &mut out) {
+                if let Ok(n) = h.initiator.seal_from(h.now, 0, payload, &mut out) {
                     out.truncate(n);
                     h.capture(out, Some(payload.to_vec()));
                 }

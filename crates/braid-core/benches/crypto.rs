@@ -58,7 +58,7 @@ fn seal_open_1400(bencher: divan::Bencher) {
     bencher
         .counter(divan::counter::BytesCount::new(PLAIN))
         .bench_local(|| {
-            let n = a.seal(now, &mut buf, PLAIN).unwrap_or(0);
+            let n = a.seal(now, 0, &mut buf, PLAIN).unwrap_or(0);
             match b.open(now, src(), &mut buf[..n]) {
                 Ok(Opened::Data { plaintext, .. }) => plaintext.len(),
                 _ => 0,
@@ -74,7 +74,7 @@ fn seal_1400(bencher: divan::Bencher) {
     let mut buf = vec![0x45u8; PLAIN + 32];
     bencher
         .counter(divan::counter::BytesCount::new(PLAIN))
-        .bench_local(|| a.seal(now, &mut buf, PLAIN).unwrap_or(0));
+        .bench_local(|| a.seal(now, 0, &mut buf, PLAIN).unwrap_or(0));
 }
 
 /// A whole handshake: initiation, response, keepalive.

@@ -106,7 +106,7 @@ fn tcp_transfer_through_bond_is_intact() {
 }
 
 /// With `mss_clamp = false` TCP sends full 1500-byte packets (MSS 1460, no PMTU tricks);
-/// a sealed path's datagram holds 1420 of them, so each goes in two parts, and the
+/// a path's datagram holds 1435 of them (sealed or not), so each goes in two parts, and the
 /// transfer is still intact.
 #[test]
 fn full_size_tcp_segments_cross_in_parts() {

@@ -50,10 +50,10 @@ pub const MTU_DEFAULT: u32 = 1500;
 /// Default TUN MTU of a bond with serial lines: a frame's line time grows with it (the
 /// serial defaults and tables were set for 1400; the SLIP seed itself used 296).
 pub const MTU_DEFAULT_SERIAL: u32 = 1400;
-/// Largest TUN MTU accepted: a sealed braid datagram (IPv6 + UDP + envelope + data header +
-/// packet) must fit in 65535 bytes.
+/// Largest TUN MTU accepted: a sealed braid datagram (IPv6 + UDP + what sealing adds to a
+/// data datagram + data header + packet) must fit in 65535 bytes.
 pub const MTU_MAX: u32 =
-    65535 - 40 - 8 - braid_core::crypto::envelope::OVERHEAD as u32 - DATA_HEADER_LEN as u32;
+    65535 - 40 - 8 - crate::seal::udp_overhead(true) as u32 - DATA_HEADER_LEN as u32;
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 pub const IFNAME_MAX: usize = 15;
 

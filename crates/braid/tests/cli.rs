@@ -141,7 +141,7 @@ fn bad_config_names_key_and_line() {
     assert_eq!(
         err.trim(),
         format!(
-            "braid: {}:3:7: bond.mtu: 100 is out of range (576..=65435)",
+            "braid: {}:3:7: bond.mtu: 100 is out of range (576..=65450)",
             f.display()
         )
     );

@@ -284,7 +284,7 @@ mod tests {
         let n = checker.write_reply(t0, src, &mut reply, &mut rng);
         assert_eq!(n, COOKIE_REPLY_LEN);
         assert!(n < init.len());
-        assert_eq!(&reply[..8], &[2, 3, 0, 0, 0, 0, 0, 77]);
+        assert_eq!(&reply[..8], &[4, 3, 0, 0, 0, 0, 0, 77]);
         let cookie = keys.open_cookie(&reply[..n], &mac1);
         assert!(cookie.is_some());
         // Wrong mac1 (a reply to some other initiation) does not open.

@@ -1,25 +1,28 @@
-//! The sealed (version 2) datagram: byte layouts and the transport AEAD.
+//! The sealed (version 4) datagram: byte layouts and the transport AEAD.
 //!
-//! Every sealed datagram starts with `2, kind, 0, 0`. Integers are big-endian like the
-//! rest of the wire format; only the AEAD nonce is little-endian (see [`nonce`]).
+//! Every sealed datagram starts with `4, kind`. Integers are big-endian like the rest of
+//! the wire format; only the AEAD nonce is little-endian (see [`nonce`]).
 //!
 //! ```text
-//! transport (kind 0), 32 + plaintext bytes
-//!   0..4    2, 0, 0, 0
-//!   4..8    receiver index (u32)
-//!   8..16   counter (u64)
-//!   16..n-16  ChaCha20-Poly1305 ciphertext of a version-1 datagram (empty: keepalive)
-//!   n-16..n   Poly1305 tag; associated data = bytes 0..16
+//! transport (kind 0x10 + t), 24 + plaintext bytes
+//!   0       4 (version)
+//!   1       kind: 0x10 + the user's type t (0..=15; braid's message type, see
+//!           `wire::folded`); an empty transport datagram is a keepalive (kind 0x10)
+//!   2..4    receiver index, low 16 bits
+//!   4..8    counter, low 32 bits (the receiver takes the full 64-bit counter nearest
+//!           to its replay window's top: `expand_counter`)
+//!   8..n-16   ChaCha20-Poly1305 ciphertext (empty: keepalive)
+//!   n-16..n   Poly1305 tag; associated data = bytes 0..8; nonce from the full counter
 //!
 //! initiation (kind 1), 148 bytes
-//!   0..4    2, 1, 0, 0
+//!   0..4    4, 1, 0, 0
 //!   4..8    sender index
 //!   8..116  Noise IKpsk2 message 1: e (32) | s sealed (48) | TAI64N timestamp sealed (28)
 //!   116..132 mac1 = MAC(HASH("mac1----" | responder public key), bytes 0..116)
 //!   132..148 mac2 = MAC(cookie, bytes 0..132), or zeros without a cookie
 //!
 //! response (kind 2), 92 bytes
-//!   0..4    2, 2, 0, 0
+//!   0..4    4, 2, 0, 0
 //!   4..8    receiver index (the initiator's sender index)
 //!   8..12   sender index
 //!   12..60  Noise IKpsk2 message 2: e (32) | empty payload sealed (16)
@@ -27,7 +30,7 @@
 //!   76..92  mac2 (always zeros: responses are not cookie-checked)
 //!
 //! cookie reply (kind 3), 64 bytes
-//!   0..4    2, 3, 0, 0
+//!   0..4    4, 3, 0, 0
 //!   4..8    receiver index (the initiation's sender index)
 //!   8..32   random 24-byte nonce
 //!   32..64  XChaCha20-Poly1305(HASH("cookie--" | responder public key), nonce,
@@ -39,7 +42,7 @@ use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
 /// The version byte of every sealed datagram ([`crate::wire::SEALED_VERSION`]).
 pub const VERSION: u8 = crate::wire::SEALED_VERSION;
 /// Bytes of the transport header (the associated data).
-pub const HEADER_LEN: usize = 16;
+pub const HEADER_LEN: usize = 8;
 /// Bytes of the Poly1305 tag.
 pub const TAG_LEN: usize = 16;
 /// Bytes a sealed transport datagram adds to its plaintext.
@@ -62,12 +65,18 @@ pub(crate) const RESP_NOISE: core::ops::Range<usize> = 12..60;
 /// Payload of Noise message 1: a TAI64N timestamp.
 pub(crate) const TIMESTAMP_LEN: usize = 12;
 
+/// Kind byte of a transport datagram of user type 0 (a keepalive when empty); a
+/// transport datagram of user type `t` has kind `TRANSPORT + t`.
+pub const TRANSPORT: u8 = 0x10;
+/// The largest user type a transport datagram carries (the low 4 bits of its kind).
+pub const MAX_USER_TYPE: u8 = 0x0f;
+
 /// What a sealed datagram carries (byte 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
-    /// An encrypted version-1 datagram.
-    Transport = 0,
+    /// Encrypted bytes of the user's (kinds `0x10..=0x1f`: [`TRANSPORT`] + user type).
+    Transport = TRANSPORT,
     /// Noise message 1.
     Initiation = 1,
     /// Noise message 2.
@@ -80,7 +89,7 @@ impl Kind {
     /// From the kind byte.
     pub fn from_byte(b: u8) -> Option<Kind> {
         match b {
-            0 => Some(Kind::Transport),
+            TRANSPORT..=0x1f => Some(Kind::Transport),
             1 => Some(Kind::Initiation),
             2 => Some(Kind::Response),
             3 => Some(Kind::CookieReply),
@@ -104,13 +113,8 @@ pub(crate) fn read_u32(b: &[u8], at: usize) -> u32 {
         .map_or(0, u32::from_be_bytes)
 }
 
-pub(crate) fn read_u64(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_be_bytes)
-}
-
-/// Write `2, kind, 0, 0` and `index` at 4..8. `b` must hold 8 bytes.
+/// Write `4, kind, 0, 0` and `index` at 4..8 (handshake messages). `b` must hold 8
+/// bytes.
 pub(crate) fn write_prefix(b: &mut [u8], kind: Kind, index: u32) {
     if let Some(h) = b.get_mut(..8) {
         h[0] = VERSION;
@@ -121,10 +125,42 @@ pub(crate) fn write_prefix(b: &mut [u8], kind: Kind, index: u32) {
     }
 }
 
-/// Write a transport header.
-pub fn write_transport_header(b: &mut [u8; HEADER_LEN], receiver: u32, counter: u64) {
-    write_prefix(b, Kind::Transport, receiver);
-    b[8..16].copy_from_slice(&counter.to_be_bytes());
+/// Write a transport header: `user_type` (its low 4 bits) in the kind, the low 16 bits
+/// of `receiver`, the low 32 bits of `counter`.
+pub fn write_transport_header(
+    b: &mut [u8; HEADER_LEN],
+    user_type: u8,
+    receiver: u32,
+    counter: u64,
+) {
+    b[0] = VERSION;
+    b[1] = TRANSPORT | (user_type & MAX_USER_TYPE);
+    b[2..4].copy_from_slice(&(receiver as u16).to_be_bytes());
+    b[4..8].copy_from_slice(&(counter as u32).to_be_bytes());
+}
+
+/// A transport header's fields as sent: user type, receiver index (low 16 bits), counter
+/// (low 32 bits). `None` if `b` is not a transport datagram's header.
+pub fn read_transport_header(b: &[u8]) -> Option<(u8, u16, u32)> {
+    let h = b.get(..HEADER_LEN)?;
+    if h[0] != VERSION || Kind::from_byte(h[1]) != Some(Kind::Transport) {
+        return None;
+    }
+    Some((
+        h[1] & MAX_USER_TYPE,
+        u16::from_be_bytes([h[2], h[3]]),
+        u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+    ))
+}
+
+/// The 64-bit value with low 32 bits `low` nearest to `reference` (modulo 2^64): how a
+/// receiver rebuilds a counter from its low 32 bits, with its replay window's top (the
+/// highest counter accepted, plus one) as `reference`. Unambiguous while the sender is
+/// less than 2^31 datagrams ahead of, or behind, the window's top; the replay window
+/// (at most 2^22 counters) refuses anything further behind anyway, and a wrong guess
+/// only fails the tag (the nonce is the full counter).
+pub fn expand_counter(reference: u64, low: u32) -> u64 {
+    crate::wire::nearest(reference, u64::from(low), 32)
 }
 
 /// One direction's ChaCha20-Poly1305 key.
@@ -156,12 +192,11 @@ impl TransportKey {
     }
 
     /// Seal in place: `buf[HEADER_LEN..HEADER_LEN + plaintext_len]` holds the plaintext;
-    /// writes the header before it and the tag after it and returns the datagram length
-    /// (`plaintext_len + OVERHEAD`). No allocation.
+    /// writes the header (with `user_type`) before it and the tag after it and returns the
+    /// datagram length (`plaintext_len + OVERHEAD`). No allocation.
     pub fn seal(
         &self,
-        receiver: u32,
-        counter: u64,
+        (user_type, receiver, counter): (u8, u32, u64),
         buf: &mut [u8],
         plaintext_len: usize,
     ) -> Result<usize, AeadError> {
@@ -170,7 +205,7 @@ impl TransportKey {
         let (head, rest) = buf.split_at_mut(HEADER_LEN);
         let (body, tag_out) = rest.split_at_mut(plaintext_len);
         let head: &mut [u8; HEADER_LEN] = head.try_into().map_err(|_| AeadError)?;
-        write_transport_header(head, receiver, counter);
+        write_transport_header(head, user_type, receiver, counter);
         let tag = self
             .0
             .seal_in_place_separate_tag(
@@ -183,14 +218,14 @@ impl TransportKey {
         Ok(total)
     }
 
-    /// Open a whole transport datagram in place (header included); on success the
-    /// plaintext is `datagram[HEADER_LEN..len - TAG_LEN]`. On failure the buffer holds
+    /// Open a whole transport datagram in place (header included) whose full counter is
+    /// `counter` (rebuilt from the header's low 32 bits: [`expand_counter`]); on success
+    /// the plaintext is `datagram[HEADER_LEN..len - TAG_LEN]`. On failure the buffer holds
     /// garbage where the ciphertext was.
-    pub fn open(&self, datagram: &mut [u8]) -> Result<(), AeadError> {
+    pub fn open(&self, counter: u64, datagram: &mut [u8]) -> Result<(), AeadError> {
         if datagram.len() < OVERHEAD {
             return Err(AeadError);
         }
-        let counter = read_u64(datagram, 8);
         let (head, rest) = datagram.split_at_mut(HEADER_LEN);
         self.0
             .open_in_place(
@@ -219,11 +254,19 @@ mod tests {
     #[test]
     fn header_layout_is_pinned() {
         let mut h = [0xffu8; HEADER_LEN];
-        write_transport_header(&mut h, 0xaabb_ccdd, 0x0102_0304_0506_0708);
-        assert_eq!(
-            h,
-            [2, 0, 0, 0, 0xaa, 0xbb, 0xcc, 0xdd, 1, 2, 3, 4, 5, 6, 7, 8]
-        );
+        write_transport_header(&mut h, 5, 0xaabb_ccdd, 0x0102_0304_0506_0708);
+        assert_eq!(h, [4, 0x15, 0xcc, 0xdd, 5, 6, 7, 8]);
+        assert_eq!(read_transport_header(&h), Some((5, 0xccdd, 0x0506_0708)));
+        // Only the low 4 bits of the user type.
+        write_transport_header(&mut h, 0xf3, 1, 2);
+        assert_eq!(h, [4, 0x13, 0, 1, 0, 0, 0, 2]);
+        for bad in [[2, 0x10], [4, 0], [4, 1], [4, 0x20], [4, 0x0f]] {
+            let mut b = h;
+            b[..2].copy_from_slice(&bad);
+            assert_eq!(read_transport_header(&b), None, "{bad:?}");
+        }
+        assert_eq!(read_transport_header(&h[..7]), None);
+        assert_eq!(OVERHEAD, 24);
         assert_eq!(
             INITIATION_LEN,
             8 + 32 + (32 + 16) + (TIMESTAMP_LEN + 16) + 2 * MAC_LEN
@@ -232,6 +275,19 @@ mod tests {
         assert_eq!(RESPONSE_LEN, 12 + 32 + 16 + 2 * MAC_LEN);
         assert_eq!(RESP_NOISE.len(), 48);
         assert_eq!(COOKIE_REPLY_LEN, 8 + 24 + MAC_LEN + 16);
+    }
+
+    #[test]
+    fn counters_expand_from_their_low_32_bits() {
+        assert_eq!(expand_counter(0, 0), 0);
+        assert_eq!(expand_counter(0, 5), 5);
+        assert_eq!(expand_counter(0xffff_fff0, 3), 0x1_0000_0003);
+        assert_eq!(expand_counter(0x1_0000_0003, 0xffff_fff0), 0xffff_fff0);
+        let top = 0x0123_4567_89ab_cdef_u64;
+        for d in [0u64, 1, 1000, (1 << 22), (1 << 31) - 1] {
+            assert_eq!(expand_counter(top, (top + d) as u32), top + d);
+            assert_eq!(expand_counter(top, (top - d) as u32), top - d);
+        }
     }
 
     /// RFC 8439 section 2.8.2's AEAD vector run through `seal` would need its own nonce
@@ -248,8 +304,9 @@ mod tests {
         let plain: Vec<u8> = (0..100u8).collect();
         let mut buf = vec![0u8; 200];
         buf[HEADER_LEN..HEADER_LEN + 100].copy_from_slice(&plain);
-        let n = key.seal(42, 9, &mut buf, 100).unwrap_or(0);
-        assert_eq!(n, 132);
+        let n = key.seal((3, 42, 9), &mut buf, 100).unwrap_or(0);
+        assert_eq!(n, 124);
+        assert_eq!(&buf[..HEADER_LEN], &[4, 0x13, 0, 42, 0, 0, 0, 9]);
         let reference = ChaCha20Poly1305::new((&k).into())
             .encrypt(
                 Nonce::from_slice(&nonce(9)),
@@ -262,18 +319,21 @@ mod tests {
         assert_eq!(&buf[HEADER_LEN..n], &reference[..]);
         let sealed = buf[..n].to_vec();
         let mut ok = sealed.clone();
-        assert_eq!(key.open(&mut ok), Ok(()));
+        assert_eq!(key.open(9, &mut ok), Ok(()));
         assert_eq!(&ok[HEADER_LEN..n - TAG_LEN], &plain[..]);
         for i in 0..n {
             let mut bad = sealed.clone();
             bad[i] ^= 0x01;
-            assert_eq!(key.open(&mut bad), Err(AeadError), "byte {i}");
+            assert_eq!(key.open(9, &mut bad), Err(AeadError), "byte {i}");
         }
-        assert_eq!(key.open(&mut sealed.clone()[..n - 1]), Err(AeadError));
-        assert_eq!(key.open(&mut [0u8; 31]), Err(AeadError));
-        assert_eq!(key.seal(1, 1, &mut [0u8; 40], 9), Err(AeadError));
+        // The nonce is the full counter: the same bytes under another counter with the
+        // same low 32 bits do not open.
+        assert_eq!(key.open(9 + (1 << 32), &mut sealed.clone()), Err(AeadError));
+        assert_eq!(key.open(9, &mut sealed.clone()[..n - 1]), Err(AeadError));
+        assert_eq!(key.open(9, &mut [0u8; 23]), Err(AeadError));
+        assert_eq!(key.seal((0, 1, 1), &mut [0u8; 32], 9), Err(AeadError));
         assert_eq!(
-            TransportKey::new(&[8u8; 32]).open(&mut sealed.clone()),
+            TransportKey::new(&[8u8; 32]).open(9, &mut sealed.clone()),
             Err(AeadError)
         );
     }

@@ -19,7 +19,7 @@ use snow::{Builder, HandshakeState};
 pub(super) const NOISE_PARAMS: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
 /// Mixed into every handshake so a braid handshake can never be confused with a
 /// WireGuard one (or another protocol using the same pattern).
-pub(super) const PROLOGUE: &[u8] = b"braid sealed v2";
+pub(super) const PROLOGUE: &[u8] = b"braid sealed v4";
 
 /// A TAI64N label: 2^62 + 10 + seconds (big-endian) then nanoseconds (big-endian),
 /// computed from Unix microseconds. Nanoseconds are rounded down to a multiple of 2^24
@@ -223,7 +223,7 @@ mod tests {
         let mut resp = [0u8; RESPONSE_LEN];
         let keys_b = write_response(r.state, &a_macs, 11, 22, &mut resp);
         assert!(a_macs.check_mac1(&resp));
-        assert_eq!(&resp[..12], &[2, 2, 0, 0, 0, 0, 0, 11, 0, 0, 0, 22]);
+        assert_eq!(&resp[..12], &[4, 2, 0, 0, 0, 0, 0, 11, 0, 0, 0, 22]);
         let keys_a = hs_a.map(|mut hs| read_response(&mut hs, &resp));
         let (Some(kb), Some(Ok(ka))) = (keys_b, keys_a) else {
             panic!("handshake failed");

@@ -1,5 +1,5 @@
 //! Authenticated encryption for paths: keys, the Noise IKpsk2 handshake, the sealed
-//! (version 2) datagram envelope, replay protection and handshake rate limiting.
+//! (version 4) datagram envelope, replay protection and handshake rate limiting.
 //!
 //! The protocol is WireGuard's, fitted to a bond: one session per bond (per pair of
 //! peers) spans every path, so any path can carry the handshake and a datagram sealed
@@ -11,14 +11,17 @@
 //! Sans-IO like the rest of the core: every call takes `now`, nothing reads a clock or
 //! touches a socket, and nothing allocates per datagram.
 //!
-//! - **Send**: write the version-1 datagram at `buf[HEADER_LEN..]` (reserve
-//!   [`envelope::HEADER_LEN`] bytes before it and [`envelope::TAG_LEN`] after), call
-//!   [`Tunnel::seal`], send the returned length on the path of your choice.
+//! - **Send**: write the plaintext at `buf[HEADER_LEN..]` (reserve
+//!   [`envelope::HEADER_LEN`] bytes before it and [`envelope::TAG_LEN`] after; for braid,
+//!   a folded version-1 datagram, `wire::folded::fold`), call [`Tunnel::seal`] with its
+//!   user type (braid's message type), send the returned length on the path of your
+//!   choice.
 //!   [`SealError::NoSession`] means no session yet (or it expired): a handshake was
 //!   requested.
 //! - **Receive**: pass every datagram of the bond's sockets to [`Tunnel::open`] with its
-//!   source address. [`Opened::Data`] is authenticated: hand `plaintext` to
-//!   `wire::parse` (ignore it when empty: a keepalive), and only now update the path's
+//!   source address. [`Opened::Data`] is authenticated: unfold `plaintext` with its user
+//!   type (`wire::folded::unfold`) and hand the version-1 datagram to `wire::parse`
+//!   (ignore an empty plaintext: a keepalive), and only now update the path's
 //!   peer address if it changed (roaming follows authenticated datagrams only).
 //!   [`Opened::Reply`] goes back to the source on the same path. Every `Err` was counted
 //!   under its [`Rejected::name`]; drop the datagram.

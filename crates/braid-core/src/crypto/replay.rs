@@ -80,6 +80,12 @@ impl ReplayWindow {
         bits_per_second / (8 * packet_bytes.max(1))
     }
 
+    /// The highest counter marked, plus one (0 before the first): the reference from
+    /// which a counter's low 32 bits are expanded ([`super::envelope::expand_counter`]).
+    pub fn top(&self) -> u64 {
+        self.top
+    }
+
     /// How far behind the highest counter a packet may be and still be accepted.
     pub fn window(&self) -> u64 {
         self.window

@@ -61,18 +61,28 @@ impl Session {
     /// Seal with the next counter (see [`TransportKey::seal`]).
     pub(super) fn seal(
         &mut self,
+        user_type: u8,
         buf: &mut [u8],
         plaintext_len: usize,
     ) -> Result<usize, AeadError> {
-        let n = self
-            .send
-            .seal(self.remote_index, self.send_counter, buf, plaintext_len)?;
+        let n = self.send.seal(
+            (user_type, self.remote_index, self.send_counter),
+            buf,
+            plaintext_len,
+        )?;
         self.send_counter += 1;
         Ok(n)
     }
 
-    /// Authenticate and decrypt in place; the replay window is the caller's business.
-    pub(super) fn open(&self, datagram: &mut [u8]) -> Result<(), AeadError> {
-        self.recv.open(datagram)
+    /// Authenticate and decrypt in place a datagram whose full counter is `counter`; the
+    /// replay window is the caller's business.
+    pub(super) fn open(&self, counter: u64, datagram: &mut [u8]) -> Result<(), AeadError> {
+        self.recv.open(counter, datagram)
+    }
+
+    /// Whether this session's transport datagrams carry `index16` (the low 16 bits of our
+    /// index, as [`super::envelope::write_transport_header`] sends it).
+    pub(super) fn named_by(&self, index16: u16) -> bool {
+        self.local_index as u16 == index16
     }
 }

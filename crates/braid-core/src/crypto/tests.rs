@@ -98,7 +98,7 @@ fn handshake(i: &mut Tunnel, r: &mut Tunnel, now: Instant, i_addr: &str) {
 
 fn seal(t: &mut Tunnel, now: Instant, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
     let mut buf = vec![0u8; plaintext.len() + OVERHEAD];
-    let n = t.seal_from(now, plaintext, &mut buf)?;
+    let n = t.seal_from(now, 0, plaintext, &mut buf)?;
     buf.truncate(n);
     Ok(buf)
 }
@@ -152,7 +152,7 @@ fn handshake_either_side_initiates_and_data_flows_both_ways() {
         for seq in 0..10 {
             let d = data(i, t, seq);
             assert_eq!(d.len(), 120 + OVERHEAD);
-            assert_eq!(d[0], 2);
+            assert_eq!(d[0], 4);
             assert_eq!(opened_seq(deliver(r, t, A_ADDR, &d)), Some(seq));
             let d = data(r, t, 100 + seq);
             assert_eq!(opened_seq(deliver(i, t, B_ADDR, &d)), Some(100 + seq));
@@ -173,25 +173,33 @@ fn seal_in_place_without_copy() {
     let mut buf = [0u8; 1500];
     let plain = b"\x01\x01\x00\x01\x00\x00\x00\x00\x00\x00\x00\x05";
     buf[HEADER_LEN..HEADER_LEN + plain.len()].copy_from_slice(plain);
-    let n = a.seal(at(1), &mut buf, plain.len());
+    let n = a.seal(at(1), 1, &mut buf, plain.len());
     assert_eq!(n, Ok(plain.len() + OVERHEAD));
-    assert_eq!(&buf[..4], &[2, 0, 0, 0]);
-    // The counter is the second datagram's (the keepalive was 0).
-    assert_eq!(&buf[8..16], &1u64.to_be_bytes());
+    // Version 4, kind 0x10 + user type 1, the low 16 bits of b's index.
+    let index = b.current_session(at(1)).map_or(0, |s| s.0 as u16);
+    assert_eq!(
+        &buf[..4],
+        &[&[4u8, 0x11][..], &index.to_be_bytes()].concat()[..]
+    );
+    // The counter is the second datagram's (the keepalive was 0), low 32 bits.
+    assert_eq!(&buf[4..8], &1u32.to_be_bytes());
     let mut d = buf[..plain.len() + OVERHEAD].to_vec();
     let Ok(Opened::Data {
-        plaintext, counter, ..
+        user_type,
+        plaintext,
+        counter,
+        ..
     }) = b.open(at(1), addr(A_ADDR), &mut d)
     else {
         panic!("not opened");
     };
-    assert_eq!((plaintext, counter), (&plain[..], 1));
+    assert_eq!((user_type, plaintext, counter), (1, &plain[..], 1));
     assert!(matches!(
         wire::parse(plaintext),
         Ok((_, wire::Message::Probe { probe_seq: 5, .. }))
     ));
     assert_eq!(
-        a.seal(at(1), &mut [0u8; 40], 9),
+        a.seal(at(1), 0, &mut [0u8; 32], 9),
         Err(SealError::BufferTooSmall)
     );
 }
@@ -399,7 +407,7 @@ fn forged_replayed_truncated_wrong_key_and_bit_flipped_are_rejected_by_name() {
 
     // Forged: a valid header (right receiver index, fresh counter), random body.
     let mut forged = good.clone();
-    forged[8..16].copy_from_slice(&999u64.to_be_bytes());
+    forged[4..8].copy_from_slice(&999u32.to_be_bytes());
     for (i, byte) in forged.iter_mut().enumerate().skip(HEADER_LEN) {
         *byte = i as u8;
     }
@@ -428,8 +436,8 @@ fn forged_replayed_truncated_wrong_key_and_bit_flipped_are_rejected_by_name() {
         let r = deliver(&mut b, t, A_ADDR, &bad);
         let want = match i {
             0 => Rejected::BadVersion,
-            1..=3 => Rejected::Malformed,
-            4..=7 => Rejected::UnknownReceiverIndex,
+            1 => Rejected::Malformed,
+            2..=3 => Rejected::UnknownReceiverIndex,
             _ => Rejected::BadTag,
         };
         assert_eq!(r, Err(want), "byte {i}");
@@ -445,8 +453,8 @@ fn forged_replayed_truncated_wrong_key_and_bit_flipped_are_rejected_by_name() {
     let r = deliver(&mut b, t, "203.0.113.3:1", &from_c);
     assert!(matches!(r, Err(Rejected::UnknownReceiverIndex)));
     let mut retarget = from_c.clone();
-    retarget[4..8].copy_from_slice(&good[4..8]);
-    retarget[8..16].copy_from_slice(&12_345u64.to_be_bytes());
+    retarget[2..4].copy_from_slice(&good[2..4]);
+    retarget[4..8].copy_from_slice(&12_345u32.to_be_bytes());
     assert_eq!(
         deliver(&mut b, t, "203.0.113.3:1", &retarget),
         Err(Rejected::BadTag)
@@ -470,7 +478,7 @@ fn forged_replayed_truncated_wrong_key_and_bit_flipped_are_rejected_by_name() {
         (2, 1, 1),
         "{c:?}"
     );
-    assert!(c.bad_tag >= 2 && c.malformed >= 3 && c.unknown_receiver_index >= 5);
+    assert!(c.bad_tag >= 2 && c.malformed >= 1 && c.unknown_receiver_index >= 3);
 }
 
 #[test]
@@ -605,7 +613,7 @@ fn rekey_keeps_old_session_for_packets_in_flight() {
     // The old session expires 180 s after it was made: its stragglers are refused.
     let late = old_ab[0].clone();
     let mut late2 = late.clone();
-    late2[8..16].copy_from_slice(&50u64.to_be_bytes());
+    late2[4..8].copy_from_slice(&50u32.to_be_bytes());
     assert_eq!(
         deliver(&mut b, at(180_000), A_ADDR, &late2),
         Err(Rejected::Expired)
@@ -863,13 +871,13 @@ fn bad_mac1_is_dropped_before_any_work() {
     assert_eq!(deliver(&mut b, t, A_ADDR, &init), Err(Rejected::BadMac1));
     // Garbage of the right shape.
     let mut junk = [0x5au8; INITIATION_LEN];
-    junk[..4].copy_from_slice(&[2, 1, 0, 0]);
+    junk[..4].copy_from_slice(&[4, 1, 0, 0]);
     for _ in 0..100 {
         assert_eq!(deliver(&mut b, t, A_ADDR, &junk), Err(Rejected::BadMac1));
     }
     // A response that does not match our pending initiation.
     let mut resp = [0u8; RESPONSE_LEN];
-    resp[..4].copy_from_slice(&[2, 2, 0, 0]);
+    resp[..4].copy_from_slice(&[4, 2, 0, 0]);
     assert_eq!(
         deliver(&mut a, t, B_ADDR, &resp),
         Err(Rejected::UnknownReceiverIndex)
@@ -1086,7 +1094,7 @@ fn budget_spares_replies_to_our_handshake_and_proven_initiations() {
     // Junk never takes a token: a refilled token is still there after it.
     let t1 = t + Duration::from_millis(50);
     let mut junk = [0x5au8; INITIATION_LEN];
-    junk[..4].copy_from_slice(&[2, 1, 0, 0]);
+    junk[..4].copy_from_slice(&[4, 1, 0, 0]);
     for _ in 0..50 {
         assert_eq!(deliver(&mut b, t1, A_ADDR, &junk), Err(Rejected::BadMac1));
     }

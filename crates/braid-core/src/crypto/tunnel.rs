@@ -107,10 +107,13 @@ impl std::error::Error for SealError {}
 /// What an accepted datagram was.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Opened<'a> {
-    /// An authenticated transport datagram. `plaintext` is the version-1 datagram (empty
-    /// for a keepalive, which the driver ignores). Only now may the driver treat the
+    /// An authenticated transport datagram: the user type its kind byte carried and the
+    /// plaintext (for braid, a folded version-1 datagram of that type, `wire::folded`;
+    /// empty for a keepalive, which the driver ignores). Only now may the driver treat the
     /// source address as the peer's (roaming).
     Data {
+        /// The user type (0..=15) from the authenticated header.
+        user_type: u8,
         /// The decrypted bytes, inside the caller's buffer.
         plaintext: &'a [u8],
         /// The session it came on.
@@ -465,16 +468,18 @@ impl Tunnel {
             && s.send_counter < REJECT_AFTER_MESSAGES
     }
 
-    /// Seal the version-1 datagram at `buf[HEADER_LEN..HEADER_LEN + plaintext_len]`
-    /// (write it there first: the driver reserves [`envelope::HEADER_LEN`] bytes in front
-    /// and [`envelope::TAG_LEN`] behind), in place. Returns the sealed length,
-    /// `plaintext_len + OVERHEAD`, to send on any path. No allocation.
+    /// Seal the plaintext at `buf[HEADER_LEN..HEADER_LEN + plaintext_len]` (write it
+    /// there first: the driver reserves [`envelope::HEADER_LEN`] bytes in front and
+    /// [`envelope::TAG_LEN`] behind), in place, with `user_type` (its low 4 bits: for braid
+    /// the folded datagram's message type) in the authenticated header. Returns the sealed
+    /// length, `plaintext_len + OVERHEAD`, to send on any path. No allocation.
     ///
     /// May request a handshake (rekey due, or no session): call
     /// [`Tunnel::poll_transmit`] afterwards.
     pub fn seal(
         &mut self,
         now: Instant,
+        user_type: u8,
         buf: &mut [u8],
         plaintext_len: usize,
     ) -> Result<usize, SealError> {
@@ -498,7 +503,7 @@ impl Tunnel {
         };
         let rekey = age >= rekey_age || s.send_counter >= REKEY_AFTER_MESSAGES;
         let n = s
-            .seal(buf, plaintext_len)
+            .seal(user_type, buf, plaintext_len)
             .map_err(|_| SealError::BufferTooSmall)?;
         self.counters.sealed += 1;
         if rekey {
@@ -511,6 +516,7 @@ impl Tunnel {
     pub fn seal_from(
         &mut self,
         now: Instant,
+        user_type: u8,
         plaintext: &[u8],
         out: &mut [u8],
     ) -> Result<usize, SealError> {
@@ -518,7 +524,7 @@ impl Tunnel {
             .get_mut(HEADER_LEN..HEADER_LEN + plaintext.len())
             .ok_or(SealError::BufferTooSmall)?;
         dst.copy_from_slice(plaintext);
-        self.seal(now, out, plaintext.len())
+        self.seal(now, user_type, out, plaintext.len())
     }
 
     /// Process one datagram that arrived from `src`, in place. Every refusal is counted
@@ -552,16 +558,22 @@ impl Tunnel {
             Some(&envelope::VERSION) => {}
             Some(_) => return Err(Rejected::BadVersion),
         }
-        if datagram.len() < 4 {
+        if datagram.len() < 2 {
             return Err(Rejected::Truncated);
-        }
-        if datagram.get(2..4) != Some(&[0, 0][..]) {
-            return Err(Rejected::Malformed);
         }
         let kind = datagram
             .get(1)
             .and_then(|&k| Kind::from_byte(k))
             .ok_or(Rejected::Malformed)?;
+        if kind != Kind::Transport {
+            // Handshake messages: `4, kind, 0, 0`.
+            if datagram.len() < 4 {
+                return Err(Rejected::Truncated);
+            }
+            if datagram.get(2..4) != Some(&[0, 0][..]) {
+                return Err(Rejected::Malformed);
+            }
+        }
         match kind {
             Kind::Transport => self.open_transport(now, datagram),
             Kind::Initiation => self.on_initiation(now, src, datagram),
@@ -570,8 +582,9 @@ impl Tunnel {
         }
     }
 
-    fn slot_of(&self, index: u32) -> Option<u8> {
-        let is = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.local_index == index);
+    /// The session a transport datagram names by the low 16 bits of our index.
+    fn slot_of(&self, index: u16) -> Option<u8> {
+        let is = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.named_by(index));
         if is(&self.current) {
             Some(0)
         } else if is(&self.next) {
@@ -599,19 +612,20 @@ impl Tunnel {
         if datagram.len() < OVERHEAD {
             return Err(Rejected::Truncated);
         }
-        let index = envelope::read_u32(datagram, 4);
-        let counter = envelope::read_u64(datagram, 8);
+        let (user_type, index, low) =
+            envelope::read_transport_header(datagram).ok_or(Rejected::Malformed)?;
         let slot = self.slot_of(index).ok_or(Rejected::UnknownReceiverIndex)?;
         let s = self.slot_mut(slot).ok_or(Rejected::UnknownReceiverIndex)?;
         if now.saturating_since(s.created) >= REJECT_AFTER_TIME {
             return Err(Rejected::Expired);
         }
+        let counter = envelope::expand_counter(s.replay.top(), low);
         match s.replay.check(counter) {
             ReplayVerdict::Fresh => {}
             ReplayVerdict::TooOld => return Err(Rejected::ReplayTooOld),
             ReplayVerdict::Duplicate | ReplayVerdict::Exhausted => return Err(Rejected::Replayed),
         }
-        s.open(datagram).map_err(|_| Rejected::BadTag)?;
+        s.open(counter, datagram).map_err(|_| Rejected::BadTag)?;
         s.replay.mark(counter);
         let id = s.id();
         self.counters.opened += 1;
@@ -621,6 +635,7 @@ impl Tunnel {
         let len = datagram.len();
         let d: &'a [u8] = datagram;
         Ok(Opened::Data {
+            user_type,
             plaintext: d
                 .get(HEADER_LEN..len - TAG_LEN)
                 .expect("the length was checked against OVERHEAD (header and tag) above"),
@@ -651,10 +666,16 @@ impl Tunnel {
 
     fn fresh_index(&mut self) -> u32 {
         loop {
+            // Transport datagrams name a session by the low 16 bits of its index: those
+            // differ between our live sessions and the handshake in flight.
             let i = self.rng.next_u32();
-            let used = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.local_index == i);
-            let pending = self.pending.as_ref().is_some_and(|p| p.sender_index == i);
-            if i != 0
+            let low = i as u16;
+            let used = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.named_by(low));
+            let pending = self
+                .pending
+                .as_ref()
+                .is_some_and(|p| p.sender_index as u16 == low);
+            if low != 0
                 && !used(&self.current)
                 && !used(&self.previous)
                 && !used(&self.next)
@@ -907,7 +928,7 @@ impl Tunnel {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.keepalive_due {
             self.keepalive_due = false;
-            if let Ok(len) = self.seal(now, buf, 0) {
+            if let Ok(len) = self.seal(now, 0, buf, 0) {
                 return Some(Transmit {
                     len,
                     kind: TransmitKind::Keepalive,

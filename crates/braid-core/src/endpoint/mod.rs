@@ -124,6 +124,9 @@ pub enum Event {
 #[derive(Debug)]
 struct Side {
     id: PathId,
+    /// The number sealed datagrams name this path by (`wire::folded`): the smallest not
+    /// taken by another live path (at most [`bond::MAX_PATHS`] of them, so it fits a byte).
+    wire: u8,
     kind: SideKind,
     emu: Option<Emulator>,
     emu_dropped: u64,
@@ -213,9 +216,13 @@ impl Endpoint {
         emu: Option<EmuConfig>,
     ) -> Result<PathId, BondError> {
         let bps = cfg.bps;
+        let wire = (0..=u8::MAX)
+            .find(|w| self.paths.iter().all(|s| s.wire != *w))
+            .ok_or(BondError::TooManyPaths)?;
         let id = self.bond.add_path(now, cfg)?;
         self.paths.push(Side {
             id,
+            wire,
             kind: match kind {
                 PathKind::Udp { remote } => SideKind::Udp {
                     remote,
@@ -559,13 +566,15 @@ impl Endpoint {
             // Nothing of the bond goes on a raw-ip line.
             SideKind::Line(line) if line.config().raw_ip => return None,
             SideKind::Line(line) => {
-                let len = self.sealer.outgoing_line(now, datagram, &mut self.sealed)?;
+                let len = self
+                    .sealer
+                    .outgoing_line(now, datagram, side.wire, &mut self.sealed)?;
                 // Refused (lane full, tty closed): counted by the line.
                 let _ = line.send(self.sealed.get(..len)?, kind.is_control());
                 return None;
             }
         };
-        let len = self.sealer.outgoing(now, datagram, buf)?;
+        let len = self.sealer.outgoing(now, datagram, side.wire, buf)?;
         Some(Transmit {
             path: side.id,
             to,

@@ -1,12 +1,14 @@
 //! Path encryption between the bond and the carriers: a [`Sealer`] owns the bond's
 //! [`crate::crypto::Tunnel`] (or, without keys, its verification tags).
 //!
-//! - **Out**: every datagram the bond emits is sealed before it goes on a path. While no
+//! - **Out**: every datagram the bond emits is folded (its version-1 header into the
+//!   envelope's, [`folded`]) and sealed before it goes on a path. While no
 //!   session exists (the first handshake, or after one expired) the datagram is dropped
 //!   and counted (`no_session_dropped`): the bond's probes and TCP's retransmissions repeat
 //!   what matters, and holding packets would only delay the first handshake's completion.
 //! - **In**: every datagram read from a path is opened first. Only authenticated transport
-//!   plaintext ([`Incoming::Deliver`]) reaches the bond; handshake answers
+//!   plaintext, unfolded back into the version-1 datagram ([`Incoming::Deliver`]),
+//!   reaches the bond; handshake answers
 //!   ([`Incoming::Reply`]) go back to the source on the same path; everything else is
 //!   dropped and counted under its [`Rejected::name`].
 //! - **Roaming**: a path's peer address follows authenticated datagrams only, and only
@@ -24,9 +26,10 @@
 use core::time::Duration;
 use std::net::SocketAddr;
 
-use crate::crypto::envelope::OVERHEAD;
+use crate::crypto::envelope::{HEADER_LEN, OVERHEAD};
 use crate::crypto::{Opened, Rejected, SealError, SessionId, Tunnel, TunnelConfig};
 use crate::plain::{self, PlainTags, TagCounters, TAG_HEADER_LEN};
+use crate::wire::folded::{self, SeqRef, DATA_SAVING};
 use crate::Instant;
 
 /// How a bond's datagrams are protected on its paths.
@@ -123,6 +126,9 @@ pub struct SealCounters {
     /// Initiations dropped unread beyond the tunnel's handshake budget
     /// ([`TunnelConfig::handshake_budget`]; the tunnel's `handshake_flood_dropped`).
     pub handshake_flood_dropped: u64,
+    /// Authenticated datagrams whose folded header did not unfold (an unknown message
+    /// type, too short for its type: only a faulty peer sends them).
+    pub malformed: u64,
 }
 
 /// The address a serial line's datagrams are said to come from (the tunnel keys its
@@ -132,11 +138,16 @@ pub(super) const LINE_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::
     0,
 ));
 
-/// Bytes the sealer adds to a datagram on a UDP path: the AEAD envelope with keys, the
-/// verification tags without.
-pub fn udp_overhead(sealed: bool) -> usize {
+/// Bytes sealing adds to a data datagram of the bond (Data, PinnedData, DataPart): the
+/// 24-byte envelope less the 7 bytes folding takes off its header, 17 (`docs/wire.md`,
+/// "Overhead"). A control datagram (probe, ack) grows by 21.
+pub(super) const SEALED_DATA_OVERHEAD: usize = OVERHEAD - DATA_SAVING;
+
+/// Bytes the sealer adds to a data datagram on a UDP path: the AEAD envelope less
+/// folding with keys ([`SEALED_DATA_OVERHEAD`]), the verification tags without (both 17).
+pub const fn udp_overhead(sealed: bool) -> usize {
     if sealed {
-        OVERHEAD
+        SEALED_DATA_OVERHEAD
     } else {
         TAG_HEADER_LEN
     }
@@ -155,6 +166,8 @@ pub struct Sealer {
     last_rejected: Option<Rejected>,
     /// How long a path's peer address must be silent before it may move ([`Roaming`]).
     roam_quiet: Duration,
+    /// The highest `seq` received: the reference for rebuilding folded ones.
+    seq_ref: SeqRef,
 }
 
 impl core::fmt::Debug for Sealer {
@@ -188,6 +201,7 @@ impl Sealer {
             rekey_every,
             next_rekey: rekey_every.map_or(Instant::FAR_FUTURE, |d| now + d),
             last_rejected: None,
+            seq_ref: SeqRef::default(),
         }
     }
 
@@ -206,21 +220,30 @@ impl Sealer {
         self.tags.counters()
     }
 
-    /// Seal one datagram of the bond for a UDP path into `out`: with keys the sealed copy,
-    /// else the datagram in its tag envelope. `None`: dropped (no session yet; counted).
-    pub fn outgoing(&mut self, now: Instant, datagram: &[u8], out: &mut [u8]) -> Option<usize> {
+    /// Seal one (version-1) datagram of the bond for a UDP path into `out`: with keys
+    /// folded and sealed, naming the sending path by `wire_path` (a number the endpoint
+    /// gives each live path, see [`folded`]), else the datagram in its tag envelope.
+    /// `None`: dropped (no session yet, counted; or not a datagram of the bond).
+    pub fn outgoing(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        wire_path: u8,
+        out: &mut [u8],
+    ) -> Option<usize> {
         if self.tunnel.is_none() {
             return self.tags.wrap_into(datagram, out);
         }
-        self.outgoing_line(now, datagram, out)
+        self.outgoing_line(now, datagram, wire_path, out)
     }
 
-    /// Seal one datagram of the bond for a serial line into `out`: with keys the sealed
-    /// copy, else the datagram itself. `None`: dropped (no session yet; counted).
+    /// Seal one datagram of the bond for a serial line into `out`: with keys folded and
+    /// sealed (as [`Sealer::outgoing`]), else the datagram itself. `None`: dropped.
     pub fn outgoing_line(
         &mut self,
         now: Instant,
         datagram: &[u8],
+        wire_path: u8,
         out: &mut [u8],
     ) -> Option<usize> {
         let Some(t) = &mut self.tunnel else {
@@ -228,7 +251,10 @@ impl Sealer {
             dst.copy_from_slice(datagram);
             return Some(datagram.len());
         };
-        match t.seal_from(now, datagram, out) {
+        // The bond only emits datagrams that parse; an output buffer too short is the
+        // caller's (it is sized for the largest datagram).
+        let (ty, n) = folded::fold(datagram, wire_path, out.get_mut(HEADER_LEN..)?).ok()?;
+        match t.seal(now, ty as u8, out, n) {
             Ok(n) => Some(n),
             Err(SealError::NoSession | SealError::BufferTooSmall) => {
                 self.counters.no_session_dropped += 1;
@@ -280,26 +306,42 @@ impl Sealer {
                 }
             };
         };
-        match t.open(now, src, bytes) {
+        let (user_type, len, session) = match t.open(now, src, bytes) {
             Ok(Opened::Data {
-                plaintext, session, ..
-            }) => {
-                let path_id = crate::wire::parse(plaintext).ok().map(|(h, _)| h.path);
-                self.roam(now, remote, roam, src, (session, path_id));
-                if plaintext.is_empty() {
-                    self.counters.keepalives_received += 1;
-                    Incoming::Drop
-                } else {
-                    Incoming::Deliver(plaintext)
-                }
+                user_type,
+                plaintext,
+                session,
+                ..
+            }) => (user_type, plaintext.len(), session),
+            Ok(Opened::Reply(r)) => {
+                // The tunnel writes its answer over the start of the datagram.
+                let n = r.len();
+                return Incoming::Reply(&bytes[..n]);
             }
-            Ok(Opened::Reply(r)) => Incoming::Reply(r),
-            Ok(Opened::Established(_) | Opened::CookieStored) => Incoming::Drop,
+            Ok(Opened::Established(_) | Opened::CookieStored) => return Incoming::Drop,
             Err(reason) => {
                 self.last_rejected = Some(reason);
                 if Some(src) != *remote {
                     self.counters.unknown_source += 1;
                 }
+                return Incoming::Drop;
+            }
+        };
+        // Authenticated: the plaintext is `bytes[HEADER_LEN..HEADER_LEN + len]`.
+        if len == 0 {
+            self.roam(now, remote, roam, src, (session, None));
+            self.counters.keepalives_received += 1;
+            return Incoming::Drop;
+        }
+        match folded::unfold(user_type, bytes, HEADER_LEN, len, &mut self.seq_ref) {
+            Ok(r) => {
+                let datagram = &bytes[r];
+                let path_id = datagram.get(2..4).map(|p| u16::from_be_bytes([p[0], p[1]]));
+                self.roam(now, remote, roam, src, (session, path_id));
+                Incoming::Deliver(datagram)
+            }
+            Err(_) => {
+                self.counters.malformed += 1;
                 Incoming::Drop
             }
         }

@@ -24,7 +24,7 @@
 //! First bytes 0x10 and 0x11 are no wire version (1 plain, 2 sealed), so short and full
 //! frames are told apart by their first byte. Sealed datagrams are never shortened.
 
-use crate::wire::{MessageType, DATA_HEADER_LEN, VERSION};
+use crate::wire::{nearest, MessageType, DATA_HEADER_LEN, VERSION};
 
 /// Bytes of a short data header.
 pub(super) const SHORT_HEADER_LEN: usize = 7;
@@ -118,17 +118,6 @@ impl ShortTx {
 pub(super) struct ShortRx {
     path: u16,
     last: Option<Fields>,
-}
-
-/// The value with the low `bits` bits of `low` nearest to `reference`.
-fn nearest(reference: u64, low: u64, bits: u32) -> u64 {
-    let m = 1u64 << bits;
-    let diff = low.wrapping_sub(reference) & (m - 1);
-    if diff < m / 2 {
-        reference.wrapping_add(diff)
-    } else {
-        reference.wrapping_sub(m - diff)
-    }
 }
 
 impl ShortRx {

@@ -27,15 +27,18 @@
 //! `u32::MAX` (about 71 minutes).
 //!
 //! The version byte is the first byte of every datagram, in the clear. [`VERSION`] (1) is
-//! this plaintext format; [`SEALED_VERSION`] (2) is reserved for the AEAD envelope a later
-//! version wraps around every datagram (an outer header with message kind, receiver index
-//! and a 64-bit counter nonce, then this very format encrypted, then the tag). See
-//! `docs/wire.md`. Version 0 is never used, so a zeroed buffer is never a valid datagram.
+//! this plaintext format; [`SEALED_VERSION`] (4) is the AEAD envelope (`crypto::envelope`)
+//! into which a version-1 datagram is folded ([`folded`]: its version and type become
+//! the envelope's kind byte, the path id one byte, `seq` its low 32 bits). Version 2 was
+//! the first sealed format (a whole version-1 datagram inside a 32-byte envelope) and is
+//! refused. See `docs/wire.md`. Version 0 is never used, so a zeroed buffer is never a
+//! valid datagram.
 //!
 //! Nothing here panics on any input: short, garbage or unknown input is a [`WireError`].
 
 use core::time::Duration;
 
+pub mod folded;
 pub mod ip;
 
 /// Plain mode's tag header (`docs/wire.md`, "Plain mode tags"), in front of a datagram.
@@ -43,10 +46,10 @@ pub use crate::plain::{TAGGED_VERSION, TAG_HEADER_LEN};
 
 /// Wire version this build speaks.
 pub const VERSION: u8 = 1;
-/// Reserved for the authenticated-encryption envelope of a later version: a datagram
-/// starting with this byte is an outer AEAD header whose plaintext is a [`VERSION`]
-/// datagram. This build rejects it as [`WireError::UnknownVersion`].
-pub const SEALED_VERSION: u8 = 2;
+/// The sealed format (`crypto::envelope`): a datagram starting with this byte is an AEAD
+/// envelope carrying a [`folded`] version-1 datagram. [`parse`] rejects it as
+/// [`WireError::UnknownVersion`] (it is opened first).
+pub const SEALED_VERSION: u8 = 4;
 /// Bytes of the common header.
 pub const HEADER_LEN: usize = 8;
 /// Bytes of a data header (common header + bond seq + path seq).
@@ -297,6 +300,18 @@ fn put(b: &mut [u8], r: core::ops::Range<usize>, bytes: &[u8]) {
         if dst.len() == bytes.len() {
             dst.copy_from_slice(bytes);
         }
+    }
+}
+
+/// The value with low `bits` bits `low` nearest to `reference`, modulo 2^64 (ties go
+/// behind): how a receiver rebuilds a number sent in a short form (`bits` in 1..=63).
+pub fn nearest(reference: u64, low: u64, bits: u32) -> u64 {
+    let m = 1u64 << bits;
+    let diff = low.wrapping_sub(reference) & (m - 1);
+    if diff < m / 2 {
+        reference.wrapping_add(diff)
+    } else {
+        reference.wrapping_sub(m - diff)
     }
 }
 
@@ -762,7 +777,7 @@ mod tests {
     #[test]
     fn unknown_version_and_type_rejected() {
         for (_, bytes) in hand_made() {
-            for v in [0u8, SEALED_VERSION, 3, 0x80, 0xff] {
+            for v in [0u8, 2, SEALED_VERSION, 3, 0x80, 0xff] {
                 let mut b = bytes.clone();
                 b[0] = v;
                 assert_eq!(parse(&b), Err(WireError::UnknownVersion(v)));

@@ -389,7 +389,7 @@ fn junk_datagram(rng: &mut Rng, shape: JunkShape, buf: &mut [u8; 1400]) -> usize
     match shape {
         JunkShape::Random => {}
         JunkShape::Handshake => {
-            buf[0] = 2;
+            buf[0] = braid_core::wire::SEALED_VERSION;
             if len > 1 {
                 buf[1] = 1;
             }
@@ -449,7 +449,7 @@ mod tests {
         for _ in 0..200 {
             let n = junk_datagram(&mut rng, JunkShape::Handshake, &mut buf);
             assert!((1..=1400).contains(&n));
-            assert_eq!(buf[0], 2);
+            assert_eq!(buf[0], braid_core::wire::SEALED_VERSION);
             if n > 1 {
                 assert_eq!(buf[1], 1);
             }

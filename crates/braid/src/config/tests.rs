@@ -128,7 +128,7 @@ fn full_config_maps_every_key() {
     assert_eq!(p1.udp().unwrap().local, "[fd00::1]:7001".parse().unwrap());
     assert_eq!(p1.path_config(true).cc, CcConfig::default());
     // IPv6 headers are 20 bytes longer.
-    assert_eq!(p1.path_config(true).max_datagram, 1500 - 48 - 32);
+    assert_eq!(p1.path_config(true).max_datagram, 1500 - 48 - 17);
     let e = p1.emulate.as_ref().unwrap();
     assert_eq!(e.delay, Duration::from_micros(20_500));
     assert_eq!(e.jitter, Duration::from_millis(1));
@@ -160,9 +160,10 @@ fn defaults() {
             ..d
         }
     );
-    // A path's datagram: its link's MTU less IPv4 and UDP headers and the envelope (sealed)
-    // or the verification tags (plain).
-    assert_eq!(c.paths[0].path_config(true).max_datagram, 1500 - 28 - 32);
+    // A path's datagram: its link's MTU less IPv4 and UDP headers and what sealing adds to
+    // a data datagram (the 24-byte envelope less the 7 bytes folding saves), or the
+    // verification tags (plain).
+    assert_eq!(c.paths[0].path_config(true).max_datagram, 1500 - 28 - 17);
     assert_eq!(c.paths[0].path_config(false).max_datagram, 1500 - 28 - 17);
     assert_eq!(
         (
