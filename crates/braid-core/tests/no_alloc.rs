@@ -2,13 +2,10 @@
 //! paths exchange traffic both ways (TUN packet in, sealed datagrams out, opened, reordered,
 //! delivered; acks and probes back) while a counting allocator watches.
 //!
-//! The counter counts only while this test's thread sets `COUNTING`, so the harness's own
+//! The counter counts only while this test's thread turns it on, so the harness's own
 //! buffers (made before) do not count.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use braid_core::bond::{BondConfig, PathConfig};
@@ -18,41 +15,11 @@ use braid_core::{
     Endpoint, EndpointConfig, Instant, PathId, PathKind, SealConfig, Sealing, MAX_DATAGRAM,
 };
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn count() {
-    if COUNTING.with(Cell::get) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every call is passed to the system allocator unchanged; counting is a side
-// effect on an atomic.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller's contract is System's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is System's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: the caller's contract is System's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 fn addr(i: u8) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, i], 7000))
@@ -155,20 +122,20 @@ fn carrying_a_packet_allocates_nothing_after_warm_up() {
     let warm = h.delivered;
     assert!(warm > 10_000, "warm-up carried {warm} packets");
     // 2 s more, counted.
-    COUNTING.with(|c| c.set(true));
+    counting::on(true);
     for i in 0..10_000 {
         now += step;
         h.step(now, i);
     }
-    COUNTING.with(|c| c.set(false));
+    counting::on(false);
     let carried = h.delivered - warm;
-    let allocs = ALLOCS.load(Ordering::Relaxed);
+    let allocs = counting::allocations();
     assert!(carried >= 9_900, "carried {carried}");
     assert_eq!(allocs, 0, "{allocs} allocations for {carried} packets");
     // The counter counts (the assertion above is not vacuous).
-    COUNTING.with(|c| c.set(true));
+    counting::on(true);
     let v = std::hint::black_box(vec![1u8; 10]);
-    COUNTING.with(|c| c.set(false));
+    counting::on(false);
     drop(v);
-    assert_eq!(ALLOCS.load(Ordering::Relaxed), 1);
+    assert_eq!(counting::allocations(), 1);
 }

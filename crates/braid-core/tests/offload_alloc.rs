@@ -1,39 +1,17 @@
 //! The offload read and write paths allocate nothing per packet: after setup, cutting
 //! superframes and coalescing their segments runs with a counting allocator at zero.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use braid_core::offload::checksum;
 use braid_core::offload::coalesce::{Coalescer, PushError};
 use braid_core::offload::split::{read_frame, Frame};
 use braid_core::offload::vnet::{self, VnetHdr};
 use braid_core::offload::MAX_FRAME;
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator, only counting.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 /// A TSO superframe of TCP over IPv4: `segments` of 1448 bytes starting at `seq`.
 fn superframe(buf: &mut [u8], seq: u32, segments: usize, id: u16) -> usize {
@@ -76,7 +54,8 @@ fn split_and_coalesce_do_not_allocate() {
     let mut buf = vec![0u8; MAX_FRAME];
     let mut seg = vec![0u8; 1500];
     let mut gro = Coalescer::new(64, MAX_FRAME);
-    let before = ALLOCS.load(Ordering::Relaxed);
+    counting::on(true);
+    let before = counting::allocations();
     let (mut seq, mut id) = (0u32, 0u16);
     let (mut segments, mut frames, mut written) = (0u64, 0u64, 0usize);
     for round in 0..200 {
@@ -101,7 +80,8 @@ fn split_and_coalesce_do_not_allocate() {
         id = id.wrapping_add((1 + round % 44) as u16);
     }
     frames += gro.len() as u64;
-    let after = ALLOCS.load(Ordering::Relaxed);
+    let after = counting::allocations();
+    counting::on(false);
     assert!(segments > 4000 && frames > 0 && written > 0);
     assert!(
         frames < segments / 10,

@@ -13,44 +13,8 @@ use std::time::{Duration, Instant};
 use braid::config::Config;
 use braid::daemon::{Daemon, Device, PacketPipe};
 
-mod counting {
-    //! A global allocator that counts the allocations of threads that ask it to.
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    pub struct Counting;
-
-    pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-    thread_local! {
-        pub static ON: Cell<bool> = const { Cell::new(false) };
-    }
-
-    fn count() {
-        if ON.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    // SAFETY: every call goes to the system allocator unchanged.
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            count();
-            // SAFETY: the caller's contract is System's.
-            unsafe { System.alloc(layout) }
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            // SAFETY: the caller's contract is System's.
-            unsafe { System.dealloc(ptr, layout) }
-        }
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
-            count();
-            // SAFETY: the caller's contract is System's.
-            unsafe { System.realloc(ptr, layout, size) }
-        }
-    }
-}
+#[path = "../../braid-core/tests/support/counting.rs"]
+mod counting;
 
 #[global_allocator]
 static GLOBAL: counting::Counting = counting::Counting;
@@ -81,6 +45,21 @@ fn config(address: &str, keys: (&str, &str), mine: [u16; 2], theirs: [u16; 2]) -
 }
 
 /// Run a daemon of `cfg` on `pipe` for `d` in a thread of its own.
+/// The two ends' configs: fresh keys, two loopback paths on free ports, the TUN
+/// addresses `NET.1/30` and `NET.2/30`.
+fn configs(net: &str) -> (Config, Config) {
+    let (ka, kb) = (braid::keys::genkey(), braid::keys::genkey());
+    let (pa, pb) = (
+        braid::keys::pubkey(&ka).unwrap(),
+        braid::keys::pubkey(&kb).unwrap(),
+    );
+    let (a_ports, b_ports) = ([port(), port()], [port(), port()]);
+    (
+        config(&format!("{net}.1/30"), (&ka, &pb), a_ports, b_ports),
+        config(&format!("{net}.2/30"), (&kb, &pa), b_ports, a_ports),
+    )
+}
+
 fn spawn(cfg: Config, control: PathBuf, pipe: PacketPipe, d: Duration) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let mut daemon = Daemon::with_device(&cfg, &control, Box::new(pipe), None).unwrap();
@@ -100,9 +79,9 @@ fn spawn_counted(
     thread::spawn(move || {
         let mut daemon = Daemon::with_device(&cfg, &control, Box::new(pipe), None).unwrap();
         daemon.run_for(warm).unwrap();
-        counting::ON.with(|c| c.set(true));
+        counting::on(true);
         daemon.run_for(counted).unwrap();
-        counting::ON.with(|c| c.set(false));
+        counting::on(false);
     })
 }
 
@@ -132,14 +111,7 @@ fn status(control: &Path) -> serde_json::Value {
 fn two_daemons_carry_packets_over_sealed_loopback_paths() {
     let dir = std::env::temp_dir().join(format!("braid-loop-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (ka, kb) = (braid::keys::genkey(), braid::keys::genkey());
-    let (pa, pb) = (
-        braid::keys::pubkey(&ka).unwrap(),
-        braid::keys::pubkey(&kb).unwrap(),
-    );
-    let (a_ports, b_ports) = ([port(), port()], [port(), port()]);
-    let a = config("10.77.0.1/30", (&ka, &pb), a_ports, b_ports);
-    let b = config("10.77.0.2/30", (&kb, &pa), b_ports, a_ports);
+    let (a, b) = configs("10.77.0");
     let (a_tun, a_app) = PacketPipe::pair().unwrap();
     let (b_tun, b_app) = PacketPipe::pair().unwrap();
     let (a_ctl, b_ctl) = (dir.join("a.sock"), dir.join("b.sock"));
@@ -198,14 +170,7 @@ fn two_daemons_carry_packets_over_sealed_loopback_paths() {
 fn the_loop_allocates_nothing_per_packet() {
     let dir = std::env::temp_dir().join(format!("braid-alloc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (ka, kb) = (braid::keys::genkey(), braid::keys::genkey());
-    let (pa, pb) = (
-        braid::keys::pubkey(&ka).unwrap(),
-        braid::keys::pubkey(&kb).unwrap(),
-    );
-    let (a_ports, b_ports) = ([port(), port()], [port(), port()]);
-    let a = config("10.78.0.1/30", (&ka, &pb), a_ports, b_ports);
-    let b = config("10.78.0.2/30", (&kb, &pa), b_ports, a_ports);
+    let (a, b) = configs("10.78.0");
     let (a_tun, a_app) = PacketPipe::pair().unwrap();
     let (b_tun, b_app) = PacketPipe::pair().unwrap();
     let (warm, counted) = (Duration::from_secs(4), Duration::from_secs(3));
@@ -239,7 +204,7 @@ fn the_loop_allocates_nothing_per_packet() {
     let warm_end = start + warm + Duration::from_millis(200);
     assert!(Instant::now() < warm_end, "the warm-up took too long");
     thread::sleep(warm_end - Instant::now());
-    let before = counting::ALLOCS.load(std::sync::atomic::Ordering::Relaxed);
+    let before = counting::allocations();
     for p in &packets {
         a_app.write(p).unwrap();
         thread::sleep(Duration::from_micros(500));
@@ -253,7 +218,7 @@ fn the_loop_allocates_nothing_per_packet() {
     }
     ta.join().unwrap();
     tb.join().unwrap();
-    let allocs = counting::ALLOCS.load(std::sync::atomic::Ordering::Relaxed) - before;
+    let allocs = counting::allocations() - before;
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("{allocs} allocations while {got} packets crossed");
     assert!(got >= 1990, "{got} packets arrived");
