@@ -274,6 +274,26 @@ fn paths(o: &mut Out, s: &Value, st: &Value) {
                 );
             }
         }
+        o.family(
+            "braid_path_io_total",
+            "counter",
+            "A UDP path's datagrams and the syscalls that carried them, each way (send_datagrams / send_calls: datagrams per sendmsg with GSO; recv_datagrams / recv_calls: per recvmmsg with GRO).",
+        );
+        for p in io {
+            let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
+            for kind in [
+                "send_datagrams",
+                "send_calls",
+                "recv_datagrams",
+                "recv_calls",
+            ] {
+                o.sample(
+                    "braid_path_io_total",
+                    &[("path", name), ("kind", kind)],
+                    num(get(p, &["counters"]), kind),
+                );
+            }
+        }
     }
 }
 

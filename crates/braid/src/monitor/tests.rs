@@ -53,7 +53,7 @@ fn real_snapshot(unix_ms: u64) -> Snapshot {
     let status = json!({
         "ok": true, "interface": "braid0", "uptime_us": 5_000_000u64,
         "status": serde_json::to_value(bond.status()).unwrap(),
-        "io": [{"id": 0, "name": "dsl", "counters": {"send_errors": 2}}],
+        "io": [{"id": 0, "name": "dsl", "counters": {"send_errors": 2, "send_datagrams": 640, "send_calls": 10}}],
         "encryption": {"enabled": true, "established": true, "latest_handshake_age_us": 3_000_000u64,
                        "events": {"sessions_created": 4, "sealed": 10, "opened": 9},
                        "rejected": {"mac1": 1, "replay": 0}},
@@ -89,6 +89,7 @@ fn metrics_parse_as_prometheus_text() {
         "braid_path_queue_delay_seconds",
         "braid_path_tx_bytes_total",
         "braid_path_rx_packets_total",
+        "braid_path_io_total",
         "braid_drops_total",
         "braid_reorder_wait_seconds",
         "braid_handshake_age_seconds",
@@ -143,6 +144,11 @@ fn metrics_parse_as_prometheus_text() {
         v(find("braid_path_io_errors_total", ("kind", "send_errors"))),
         2.0
     );
+    assert_eq!(
+        v(find("braid_path_io_total", ("kind", "send_datagrams"))),
+        640.0
+    );
+    assert_eq!(v(find("braid_path_io_total", ("kind", "send_calls"))), 10.0);
     // The histogram: buckets, sum and count.
     let h = scrape
         .samples
