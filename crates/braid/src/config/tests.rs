@@ -19,6 +19,7 @@ queue_max_delay_ms = 80
 equalize_ms = 40
 seed = 9
 mss_clamp = false
+offload = false
 private_key = "4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY="
 peer_public_key = "nmFYF6ZKngdcryo53e+fo7ZbW4nP3CZ47oLl9sHfCRM="
 preshared_key = "FHE6N0Qpr+EJiwJnc7UfJ7m1t43yt7fUYOqO9Xn7hAE="
@@ -104,6 +105,7 @@ fn full_config_maps_every_key() {
     assert_eq!(b.core.equalize_max, Duration::from_millis(40));
     assert_eq!(b.core.seed, 9);
     assert!(!b.core.mss_clamp);
+    assert!(!b.offload);
 
     assert_eq!(c.paths.len(), 2);
     let p0 = &c.paths[0];
@@ -148,6 +150,7 @@ fn defaults() {
     let c = parse(&with_bond("")).unwrap();
     assert_eq!(c.bond.interface, "braid0");
     assert_eq!(c.bond.mtu, 1500, "a standard Ethernet packet");
+    assert!(c.bond.offload, "batched, offloaded IO by default");
     assert_eq!(c.bond.address6, None);
     assert_eq!(c.bond.primary, None);
     let d = BondConfig::default();

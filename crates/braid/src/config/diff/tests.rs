@@ -192,6 +192,7 @@ fn what_cannot_change_is_refused_by_key() {
     let mut b = a.clone();
     b.bond.interface = "braid9".into();
     b.bond.mtu = 1400;
+    b.bond.offload = false;
     b.bond.address = super::super::parse_cidr4("10.200.9.1/30").unwrap();
     b.paths[0].bps = 7; // a change that could be made: refused with the rest
     assert_eq!(
@@ -199,7 +200,8 @@ fn what_cannot_change_is_refused_by_key() {
         [
             "bond.interface (braid0 -> braid9)",
             "bond.address (10.200.0.1/30 -> 10.200.9.1/30)",
-            "bond.mtu (1300 -> 1400)"
+            "bond.mtu (1300 -> 1400)",
+            "bond.offload (true -> false)"
         ]
     );
     // Keys are named, not shown.
