@@ -61,8 +61,8 @@ impl TunFrames {
         }
     }
 
-    /// One read from `dev`, its packets handed to `each`. Ok(false) when there was nothing
-    /// to read (or a transient error: the next turn tries again).
+    /// One read from `dev`, its packets handed to `each`. False when there was nothing to
+    /// read (or a transient error: the next turn tries again).
     pub fn read(&mut self, dev: &dyn Device, mut each: impl FnMut(&[u8])) -> bool {
         let n = match dev.read(&mut self.frame) {
             Ok(n) if n > 0 => n,
@@ -138,5 +138,103 @@ impl TunFrames {
         self.counters.write_packets += self.pending;
         self.pending = 0;
         gro.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_core::offload::vnet::{self, VnetHdr};
+    use std::cell::RefCell;
+    use std::io;
+    use std::os::fd::RawFd;
+
+    /// A device that hands out `reads` one by one and keeps what is written.
+    #[derive(Debug, Default)]
+    struct Fake {
+        reads: RefCell<Vec<Vec<u8>>>,
+        writes: RefCell<Vec<Vec<u8>>>,
+    }
+
+    impl Device for Fake {
+        fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+            let Some(r) = self.reads.borrow_mut().pop() else {
+                return Err(io::ErrorKind::WouldBlock.into());
+            };
+            buf[..r.len()].copy_from_slice(&r);
+            Ok(r.len())
+        }
+        fn write(&self, packet: &[u8]) -> io::Result<usize> {
+            self.writes.borrow_mut().push(packet.to_vec());
+            Ok(packet.len())
+        }
+        fn fd(&self) -> RawFd {
+            -1
+        }
+    }
+
+    /// An ICMP echo of `len` bytes (never merged).
+    fn icmp(len: usize, id: u8) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 1;
+        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 0, 0, id]);
+        p
+    }
+
+    fn with_header(p: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; vnet::LEN];
+        VnetHdr::NONE.emit(&mut f).expect("room");
+        f.extend_from_slice(p);
+        f
+    }
+
+    #[test]
+    fn without_offloads_a_read_is_a_packet_and_a_delivery_a_write() {
+        let dev = Fake::default();
+        dev.reads.borrow_mut().push(icmp(84, 2));
+        let mut t = TunFrames::new(false, false);
+        let mut got = Vec::new();
+        assert!(t.read(&dev, |p| got.push(p.to_vec())));
+        assert!(!t.read(&dev, |_| panic!("nothing more")));
+        assert_eq!(got, [icmp(84, 2)]);
+        t.deliver(&dev, &icmp(60, 3));
+        assert_eq!(*dev.writes.borrow(), [icmp(60, 3)], "written at once");
+        t.flush(&dev);
+        assert_eq!(dev.writes.borrow().len(), 1);
+        assert_eq!((t.counters.reads, t.counters.writes), (1, 1));
+    }
+
+    /// Offloaded, the virtio header comes off what is read and goes on what is written;
+    /// deliveries wait for the end of the turn; a read that is not a frame is a counted
+    /// drop.
+    #[test]
+    fn with_offloads_the_header_comes_off_and_goes_on() {
+        let dev = Fake::default();
+        dev.reads.borrow_mut().push(with_header(&icmp(84, 2)));
+        dev.reads.borrow_mut().push(vec![0xff; 5]); // read first: shorter than a header
+        let mut t = TunFrames::new(true, false);
+        let mut got = Vec::new();
+        assert!(t.read(&dev, |p| got.push(p.to_vec())));
+        assert!(got.is_empty());
+        assert_eq!(t.counters.read_errors, 1);
+        assert!(t.read(&dev, |p| got.push(p.to_vec())));
+        assert_eq!(got, [icmp(84, 2)]);
+        t.deliver(&dev, &icmp(60, 3));
+        t.deliver(&dev, &icmp(70, 4));
+        assert!(dev.writes.borrow().is_empty(), "held for the turn's end");
+        t.flush(&dev);
+        assert_eq!(
+            *dev.writes.borrow(),
+            [with_header(&icmp(60, 3)), with_header(&icmp(70, 4))]
+        );
+        let c = t.counters;
+        assert_eq!(
+            (c.reads, c.read_packets, c.writes, c.write_packets),
+            (2, 1, 2, 2)
+        );
     }
 }
