@@ -27,6 +27,9 @@
 //! are not bit-for-bit repeatable; the checks do not depend on them.
 #![no_main]
 
+#[path = "common/sealed_frame.rs"]
+mod sealed;
+use sealed::sealed_frame;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
@@ -35,12 +38,12 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use braid::config::Config;
 use braid::seal::seal_config;
-use braid_core::fuzzing::MacKeys;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, INITIATION_LEN, RESPONSE_LEN};
 use braid_core::crypto::PrivateKey;
-use braid_core::{Incoming, Roaming, Sealer};
+use braid_core::fuzzing::MacKeys;
 use braid_core::wire;
 use braid_core::Instant;
+use braid_core::{Incoming, Roaming, Sealer};
 use libfuzzer_sys::fuzz_target;
 
 const PATHS: usize = 3;
@@ -331,18 +334,7 @@ fuzz_target!(|input: Input| {
                 kind,
                 body,
             } => {
-                // A handshake kind, a transport kind (0x10 + a message type, known or not)
-                // or any byte.
-                let k = match kind % 6 {
-                    0 => 1,
-                    1 => 2,
-                    2 => 3,
-                    3 => 0x10 | (kind >> 4),
-                    4 => 0x1f,
-                    _ => kind,
-                };
-                let mut d = vec![braid_core::wire::SEALED_VERSION, k, 0, 0];
-                d.extend_from_slice(&body);
+                let d = sealed_frame(kind, &body);
                 h.to_target(usize::from(path) % PATHS, source(src), &d);
             }
             Op::Stamped {

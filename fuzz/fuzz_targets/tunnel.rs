@@ -20,14 +20,17 @@
 //! bit-for-bit repeatable; the checks above do not depend on those keys.
 #![no_main]
 
+#[path = "common/sealed_frame.rs"]
+mod sealed;
+use sealed::sealed_frame;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
-use braid_core::fuzzing::MacKeys;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, INITIATION_LEN, OVERHEAD, RESPONSE_LEN};
 use braid_core::crypto::{Opened, PresharedKey, PrivateKey, PublicKey, Tunnel, TunnelConfig};
+use braid_core::fuzzing::MacKeys;
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;
 
@@ -196,18 +199,7 @@ fuzz_target!(|input: Input| {
         match op {
             Op::Raw { src, bytes } => h.to_responder(addr(src), &bytes),
             Op::Framed { src, kind, body } => {
-                // A handshake kind, a transport kind (0x10 + a message type, known or not)
-                // or any byte.
-                let k = match kind % 6 {
-                    0 => 1,
-                    1 => 2,
-                    2 => 3,
-                    3 => 0x10 | (kind >> 4),
-                    4 => 0x1f,
-                    _ => kind,
-                };
-                let mut d = vec![braid_core::wire::SEALED_VERSION, k, 0, 0];
-                d.extend_from_slice(&body);
+                let d = sealed_frame(kind, &body);
                 h.to_responder(addr(src), &d);
             }
             Op::Stamped { src, kind, body } => {

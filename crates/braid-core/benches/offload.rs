@@ -8,49 +8,24 @@
 use braid_core::offload::checksum;
 use braid_core::offload::coalesce::Coalescer;
 use braid_core::offload::split::{read_frame, Frame};
-use braid_core::offload::vnet::{self, VnetHdr};
 use braid_core::offload::MAX_FRAME;
 
 fn main() {
     divan::main();
 }
 
-const MSS: usize = 1448;
+#[path = "../tests/support/superframe.rs"]
+mod support;
+
 const SEGMENTS: usize = 45;
 
-/// A TSO superframe as the kernel hands it out: virtio header, IPv4, TCP with
-/// timestamps, 45 * 1448 bytes of payload, the TCP checksum field the pseudo-header sum.
+/// A TSO superframe as the kernel hands it out: IPv4, TCP with timestamps (ACK|PSH),
+/// 45 × 1448 bytes of payload.
 fn superframe() -> Vec<u8> {
-    let payload = MSS * SEGMENTS;
-    let total = 20 + 32 + payload;
-    let mut p = vec![0u8; vnet::LEN + total];
-    let hdr = VnetHdr {
-        flags: vnet::F_NEEDS_CSUM,
-        gso_type: vnet::GSO_TCPV4,
-        hdr_len: 52,
-        gso_size: MSS as u16,
-        csum_start: 20,
-        csum_offset: 16,
-    };
-    hdr.emit(&mut p).expect("room for the header");
-    let ip = &mut p[vnet::LEN..];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    ip[6] = 0x40;
-    ip[8] = 64;
-    ip[9] = 6;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    ip[20..24].copy_from_slice(&[0x9c, 0x40, 0x14, 0x51]);
-    ip[32] = 8 << 4;
-    ip[33] = 0x18;
-    ip[34] = 0x01;
-    ip[40..52].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9]);
-    for (i, b) in ip[52..].iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    let ps = checksum::pseudo_v4(&[10, 0, 0, 1], &[10, 0, 0, 2], 6, (32 + payload) as u16);
-    ip[36..38].copy_from_slice(&ps.to_be_bytes());
+    let mut p = vec![0u8; MAX_FRAME];
+    let ts = [1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9];
+    let n = support::tso_v4(&mut p, 0, SEGMENTS, 0, &ts, 0x18);
+    p.truncate(n);
     p
 }
 

@@ -107,6 +107,22 @@ fn status(control: &Path) -> serde_json::Value {
     braid::control::request(control, &serde_json::json!({"cmd": "status"})).unwrap()
 }
 
+/// Wait (polling every 50 ms) until the daemon at `control` lists every path as up;
+/// fails when that takes until `start + limit`.
+fn wait_up(control: &Path, start: Instant, limit: Duration) {
+    loop {
+        thread::sleep(Duration::from_millis(50));
+        let up = control.exists()
+            && status(control)["status"]["paths"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().all(|p| p["state"] == "up"));
+        if up {
+            return;
+        }
+        assert!(start.elapsed() < limit, "paths not up");
+    }
+}
+
 #[test]
 fn two_daemons_carry_packets_over_sealed_loopback_paths() {
     let dir = std::env::temp_dir().join(format!("braid-loop-{}", std::process::id()));
@@ -121,17 +137,7 @@ fn two_daemons_carry_packets_over_sealed_loopback_paths() {
 
     // Wait (bounded) for both paths to come up at a.
     let start = Instant::now();
-    loop {
-        thread::sleep(Duration::from_millis(50));
-        let up = a_ctl.exists()
-            && status(&a_ctl)["status"]["paths"]
-                .as_array()
-                .is_some_and(|ps| ps.iter().all(|p| p["state"] == "up"));
-        if up {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(3), "paths not up");
-    }
+    wait_up(&a_ctl, start, Duration::from_secs(3));
     // 300 packets a -> b, 2 ms apart; every one arrives intact, in order.
     let mut got = Vec::new();
     let mut buf = [0u8; 2048];
@@ -183,17 +189,7 @@ fn the_loop_allocates_nothing_per_packet() {
     // Warm-up: more packets than B's reorder ring has slots and ready entries (2 × 4096),
     // whose buffers grow on first use (`reorder.rs`).
     let a_ctl = dir.join("a.sock");
-    loop {
-        thread::sleep(Duration::from_millis(50));
-        let up = a_ctl.exists()
-            && status(&a_ctl)["status"]["paths"]
-                .as_array()
-                .is_some_and(|ps| ps.iter().all(|p| p["state"] == "up"));
-        if up {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(2), "paths not up");
-    }
+    wait_up(&a_ctl, start, Duration::from_secs(2));
     for n in 0..9000u32 {
         a_app.write(&packets[n as usize % 2000]).unwrap();
         if n % 20 == 0 {

@@ -307,19 +307,17 @@ impl PathIo {
             }
             return Outcome::Fine;
         };
-        if !u.run.fits(to, data.len(), sock.max_run()) {
-            let outcome = self.flush(now);
-            if outcome == Outcome::Failed {
-                return outcome;
-            }
-            let Carrier::Udp(u) = &mut self.carrier else {
-                unreachable!("checked above")
-            };
-            u.run.push(to, data);
-            return outcome;
+        let outcome = if u.run.fits(to, data.len(), sock.max_run()) {
+            Outcome::Fine
+        } else {
+            self.flush(now)
+        };
+        match &mut self.carrier {
+            Carrier::Udp(u) if u.sock.is_some() => u.run.push(to, data),
+            // The flush failed and closed the socket: this datagram is lost with the run.
+            _ => self.counters.send_errors += 1,
         }
-        u.run.push(to, data);
-        Outcome::Fine
+        outcome
     }
 
     /// Send the path's run (see [`PathIo::queue`]).

@@ -259,40 +259,46 @@ fn paths(o: &mut Out, s: &Value, st: &Value) {
             "counter",
             "Datagrams the path's socket or line did not take, by kind (send_would_block: buffer full; send_errors; recv_errors; emu_dropped: the lab's emulator).",
         );
-        for p in io {
-            let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
-            for kind in [
+        io_counters(
+            o,
+            io,
+            "braid_path_io_errors_total",
+            &[
                 "send_would_block",
                 "send_errors",
                 "recv_errors",
                 "emu_dropped",
-            ] {
-                o.sample(
-                    "braid_path_io_errors_total",
-                    &[("path", name), ("kind", kind)],
-                    num(get(p, &["counters"]), kind),
-                );
-            }
-        }
+            ],
+        );
         o.family(
             "braid_path_io_total",
             "counter",
             "A UDP path's datagrams and the syscalls that carried them, each way (send_datagrams / send_calls: datagrams per sendmsg with GSO; recv_datagrams / recv_calls: per recvmmsg with GRO).",
         );
-        for p in io {
-            let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
-            for kind in [
+        io_counters(
+            o,
+            io,
+            "braid_path_io_total",
+            &[
                 "send_datagrams",
                 "send_calls",
                 "recv_datagrams",
                 "recv_calls",
-            ] {
-                o.sample(
-                    "braid_path_io_total",
-                    &[("path", name), ("kind", kind)],
-                    num(get(p, &["counters"]), kind),
-                );
-            }
+            ],
+        );
+    }
+}
+
+/// One sample of `family` per path and kind, from each path's `io` counters.
+fn io_counters(o: &mut Out, io: &[Value], family: &str, kinds: &[&str]) {
+    for p in io {
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
+        for kind in kinds {
+            o.sample(
+                family,
+                &[("path", name), ("kind", kind)],
+                num(get(p, &["counters"]), kind),
+            );
         }
     }
 }
