@@ -247,6 +247,10 @@ fn refusals(old: &Config, new: &Config) -> Vec<Refusal> {
             format!("{} -> {}", a.layer.name(), b.layer.name()),
         );
     }
+    if a.mac != b.mac {
+        let show = |m: Option<[u8; 6]>| m.map_or("unset".to_owned(), super::format_mac);
+        refuse("bond.mac", format!("{} -> {}", show(a.mac), show(b.mac)));
+    }
     if old.ether != new.ether {
         // A bond of Ethernet ports is set up once (members, mode, MAC, LACP).
         refuse("the Ethernet members or their bond keys", "changed".into());

@@ -101,8 +101,6 @@ pub struct EtherSettings {
     pub lacp_fallback: bool,
     /// `primary` (active-backup): the member's index.
     pub primary: Option<usize>,
-    /// `mac`; default the first member's MAC, as bonding takes its first slave's.
-    pub mac: Option<[u8; 6]>,
     /// `arp_interval` (ms; zero: carrier only).
     pub arp_interval: Duration,
     /// `arp_ip_target`.
@@ -120,7 +118,6 @@ pub(super) struct RawEther<'a> {
     pub(super) lacp: &'a Option<S<String>>,
     pub(super) min_links: &'a Option<S<i64>>,
     pub(super) lacp_fallback: &'a Option<S<bool>>,
-    pub(super) mac: &'a Option<S<String>>,
     pub(super) arp_interval: &'a Option<S<i64>>,
     pub(super) arp_ip_target: &'a Option<S<Vec<String>>>,
     pub(super) take_default_route: &'a Option<S<bool>>,
@@ -135,7 +132,6 @@ impl RawEther<'_> {
             (self.lacp.as_ref().map(S::span), "lacp"),
             (self.min_links.as_ref().map(S::span), "min_links"),
             (self.lacp_fallback.as_ref().map(S::span), "lacp_fallback"),
-            (self.mac.as_ref().map(S::span), "mac"),
             (self.arp_interval.as_ref().map(S::span), "arp_interval"),
             (self.arp_ip_target.as_ref().map(S::span), "arp_ip_target"),
             (
@@ -263,21 +259,6 @@ pub(super) fn validate(
                 .ok_or_else(|| at(s, format!("bond.primary: no path named {:?}", s.get_ref())))?,
         ),
     };
-    let mac = raw
-        .mac
-        .as_ref()
-        .map(|s| {
-            parse_mac(s.get_ref()).ok_or_else(|| {
-                at(
-                    s,
-                    format!(
-                        "bond.mac: {:?} is not a unicast MAC address such as \"02:00:00:00:00:01\"",
-                        s.get_ref()
-                    ),
-                )
-            })
-        })
-        .transpose()?;
     let arp_interval = int(raw.arp_interval, "bond.arp_interval", 0, 600_000, 0)?;
     let arp_targets = match raw.arp_ip_target {
         None => Vec::new(),
@@ -327,7 +308,6 @@ pub(super) fn validate(
         min_links: u16::try_from(min_links).unwrap_or(1),
         lacp_fallback: raw.lacp_fallback.as_ref().is_some_and(|v| *v.get_ref()),
         primary,
-        mac,
         arp_interval: Duration::from_millis(arp_interval.unsigned_abs()),
         arp_targets,
         take_default_route: raw
@@ -335,6 +315,41 @@ pub(super) fn validate(
             .as_ref()
             .is_some_and(|v| *v.get_ref()),
     })
+}
+
+/// `bond.mac` (only with `layer = "ethernet"`).
+pub(super) fn mac(v: &Option<S<String>>, layer: Layer) -> VResult<Option<[u8; 6]>> {
+    let Some(s) = v else {
+        return Ok(None);
+    };
+    if layer != Layer::Ethernet {
+        return Err(at(
+            s,
+            "bond.mac: only with layer = \"ethernet\" (a TUN has no MAC)".into(),
+        ));
+    }
+    parse_mac(s.get_ref()).map(Some).ok_or_else(|| {
+        at(
+            s,
+            format!(
+                "bond.mac: {:?} is not a unicast MAC address such as \"02:00:00:00:00:01\"",
+                s.get_ref()
+            ),
+        )
+    })
+}
+
+/// The MAC of a TAP bond over UDP paths without `bond.mac`: locally administered
+/// (`02:...`), the same at every start for the same interface name and address (so the
+/// peer's neighbour cache stays right across a restart): FNV-1a of both.
+pub fn derived_mac(interface: &str, address: &str) -> [u8; 6] {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in interface.bytes().chain([0]).chain(address.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let b = h.to_be_bytes();
+    [0x02, b[0], b[1], b[2], b[3], b[4]]
 }
 
 /// `aa:bb:cc:dd:ee:ff` (or with `-`), unicast (the group bit clear), not all zero.
@@ -407,10 +422,7 @@ mod tests {
         assert_eq!(e.scheduler, EtherScheduler::RoundRobin);
         assert_eq!(e.hash, HashPolicy::Layer2);
         assert!(!e.lacp_fast && e.lacp_active && !e.lacp_fallback && !e.take_default_route);
-        assert_eq!(
-            (e.mac, e.primary, e.arp_interval),
-            (None, None, Duration::ZERO)
-        );
+        assert_eq!((e.primary, e.arp_interval), (None, Duration::ZERO));
     }
 
     #[test]
@@ -424,7 +436,6 @@ mod tests {
         .expect("ether");
         assert_eq!(e.scheduler, EtherScheduler::ActiveBackup);
         assert_eq!(e.primary, Some(1));
-        assert_eq!(e.mac, Some([2, 0, 0, 0, 0, 7]));
         assert_eq!(e.arp_interval, Duration::from_millis(200));
         assert_eq!(
             e.arp_targets,
@@ -452,7 +463,6 @@ mod tests {
             ("scheduler = \"802.3ad\"\nlacp_rate = \"quick\"\n", MEMBERS, "bond.lacp_rate: \"quick\" is not fast or slow"),
             ("scheduler = \"802.3ad\"\nmin_links = 3\n", MEMBERS, "bond.min_links: 3 is out of range (1..=2)"),
             ("scheduler = \"active-backup\"\nprimary = \"e9\"\n", MEMBERS, "bond.primary: no path named \"e9\""),
-            ("mac = \"01:00:5e:00:00:01\"\n", MEMBERS, "bond.mac: \"01:00:5e:00:00:01\" is not a unicast MAC"),
             ("arp_interval = 100\n", MEMBERS, "bond.arp_interval: needs bond.arp_ip_target"),
             ("arp_ip_target = [\"10.210.0.x\"]\n", MEMBERS, "bond.arp_ip_target: \"10.210.0.x\" is not an IPv4 address"),
             ("", "[[path]]\nname = \"e1\"\nkind = \"ethernet\"\n", "path[0].dev: missing"),
@@ -502,6 +512,34 @@ mod tests {
         assert_eq!(c.bond.layer, Layer::Ethernet);
         assert!(c.ether.is_none());
         assert_eq!(c.paths.len(), 1);
+    }
+
+    #[test]
+    fn the_mac_key_needs_the_ethernet_layer_and_a_derived_mac_is_stable() {
+        let c = parse("mac = \"02:00:00:00:00:07\"\n", MEMBERS).expect("valid");
+        assert_eq!(c.bond.mac, Some([2, 0, 0, 0, 0, 7]));
+        let e = Config::parse(
+            "[bond]\naddress = \"10.210.0.1/24\"\nencryption = \"none\"\nmac = \"02:00:00:00:00:07\"\n",
+            "t.toml",
+        )
+        .expect_err("a TUN has no MAC")
+        .to_string();
+        assert!(
+            e.contains("bond.mac: only with layer = \"ethernet\""),
+            "{e}"
+        );
+        let e = parse("mac = \"01:00:5e:00:00:01\"\n", MEMBERS).expect_err("multicast");
+        assert!(e.contains("is not a unicast MAC"), "{e}");
+        // Pinned: the same name and address give the same MAC in every build.
+        let m = derived_mac("braid0", "10.200.0.1/30");
+        assert_eq!(m, derived_mac("braid0", "10.200.0.1/30"));
+        assert_ne!(m, derived_mac("braid1", "10.200.0.1/30"));
+        assert_ne!(m, derived_mac("braid0", "10.200.0.2/30"));
+        assert_eq!(m[0], 0x02, "locally administered, unicast");
+        assert_eq!(
+            format_mac(m),
+            format_mac(derived_mac("braid0", "10.200.0.1/30"))
+        );
     }
 
     #[test]
