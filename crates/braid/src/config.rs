@@ -36,7 +36,9 @@ mod shape;
 pub mod tc;
 pub use endpoint::Remote;
 pub use errors::parse_bps;
-pub use ether::{format_mac, parse_mac, EtherMember, EtherScheduler, EtherSettings, Layer};
+pub use ether::{
+    derived_mac, format_mac, parse_mac, EtherMember, EtherScheduler, EtherSettings, Layer,
+};
 pub use monitor::MonitorSettings;
 pub use routing::{Prefix, RoutingSettings};
 pub use security::{Encryption, KeySettings};
@@ -152,6 +154,9 @@ pub struct BondSettings {
     pub routing: RoutingSettings,
     /// `layer`: a TUN carrying IP packets, or a TAP carrying Ethernet frames.
     pub layer: Layer,
+    /// `mac`: the TAP's MAC (`layer = "ethernet"`); unset, the first member's (an
+    /// Ethernet bond) or [`derived_mac`] (over UDP paths).
+    pub mac: Option<[u8; 6]>,
 }
 
 /// One validated `[[path]]`.
@@ -1023,7 +1028,6 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         lacp: &b.lacp,
         min_links: &b.min_links,
         lacp_fallback: &b.lacp_fallback,
-        mac: &b.mac,
         arp_interval: &b.arp_interval,
         arp_ip_target: &b.arp_ip_target,
         take_default_route: &b.take_default_route,
@@ -1167,6 +1171,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         run_as,
         routing,
         layer,
+        mac: ether::mac(&b.mac, layer)?,
     };
     let shape = match raw.shape {
         None => None,
