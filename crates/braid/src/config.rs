@@ -1194,6 +1194,9 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         .monitor
         .map(|m| monitor::validate(m, base))
         .transpose()?;
+    if ether.is_some() && monitor.as_ref().is_some_and(|m| m.listen.is_some()) {
+        return Err((None, "[monitor]: not served by a bond of Ethernet ports yet (braid status shows its members); remove [monitor] or its listen".into()));
+    }
     if ether.is_some() && shape.is_some() {
         return Err((None, "[shape]: not for a bond of Ethernet ports (HTB runs on the IP layer's bond; shape the members with tc)".into()));
     }
