@@ -7,43 +7,73 @@
 //! windows are `bond_time_in_interval(last, k)`: `now <= last + k * interval +
 //! interval / 2`.
 
+use core::time::Duration;
+
 use super::{Control, EtherBond, Mode};
 use crate::Instant;
 
 /// Bonding's default `missed_max`: intervals without traffic before a member is down.
-const MISSED_MAX: u32 = 2;
+const MISSED_MAX: i64 = 2;
+
+/// A time in signed microseconds, so that "an interval and a tick before the start"
+/// exists even when the driver's clock starts at zero.
+type Stamp = i64;
+
+/// Long before any window.
+const NEVER: Stamp = i64::MIN / 4;
+
+fn stamp(now: Instant) -> Stamp {
+    i64::try_from(now.as_micros()).unwrap_or(i64::MAX / 4)
+}
 
 /// One member's ARP monitor state (bonding's `slave->link`, `last_rx`, `last_tx`,
-/// `last_link_up`). `None` is "never", earlier than any window.
+/// `last_link_up`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct ArpState {
     pub(super) up: bool,
-    pub(super) last_rx: Option<Instant>,
-    pub(super) last_tx: Option<Instant>,
-    pub(super) last_link_up: Option<Instant>,
+    last_rx: Stamp,
+    last_tx: Stamp,
+    last_link_up: Stamp,
 }
 
 impl ArpState {
-    /// As `bond_enslave` leaves it with `arp_interval`: up with its carrier, nothing
-    /// sent or received yet (`last_rx = last_tx = jiffies - interval - 1`).
-    pub(super) fn new(now: Instant, carrier: bool) -> Self {
+    /// As `bond_enslave` leaves it with `arp_interval`: up with its carrier, last sent
+    /// and received an interval and a tick ago (`jiffies - (arp_interval + 1)`).
+    pub(super) fn new(now: Instant, carrier: bool, interval: Option<Duration>) -> Self {
+        let iv = interval.map_or(0, micros);
+        let before = stamp(now) - iv - 1;
         Self {
             up: carrier,
-            last_rx: None,
-            last_tx: None,
-            last_link_up: carrier.then_some(now),
+            last_rx: before,
+            last_tx: before,
+            last_link_up: if carrier { stamp(now) } else { NEVER },
         }
     }
+
+    /// Something was received now.
+    pub(super) fn received(&mut self, now: Instant) {
+        self.last_rx = stamp(now);
+    }
+
+    /// It became the active member (`bond_change_active_slave`).
+    pub(super) fn made_active(&mut self, now: Instant) {
+        self.last_link_up = stamp(now);
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 4)
 }
 
 impl EtherBond {
     /// `bond_time_in_interval`.
-    fn in_interval(&self, now: Instant, last: Option<Instant>, k: u32) -> bool {
+    fn in_interval(&self, now: Instant, last: Stamp, k: i64) -> bool {
         let Some(arp) = &self.config.arp_monitor else {
             return false;
         };
-        let iv = arp.interval;
-        last.is_some_and(|t| now.saturating_since(t) <= iv * k + iv / 2)
+        let iv = micros(arp.interval);
+        let now = stamp(now);
+        last - iv <= now && now <= last.saturating_add(k * iv + iv / 2)
     }
 
     /// One run of the monitor at `now`; the next is an interval later.
@@ -95,7 +125,7 @@ impl EtherBond {
                 if self.members[i].carrier && self.in_interval(now, a.last_rx, 1) {
                     let m = &mut self.members[i];
                     m.arp.up = true;
-                    m.arp.last_link_up = Some(now);
+                    m.arp.last_link_up = stamp(now);
                     // A member heard: the search for one is over.
                     self.arp_candidate = None;
                 }
@@ -140,7 +170,7 @@ impl EtherBond {
             .find(|&i| self.members[i].carrier);
         if let Some(i) = next {
             self.arp_candidate = Some(i);
-            self.members[i].arp.last_link_up = Some(now);
+            self.members[i].arp.last_link_up = stamp(now);
             self.probe(i, now);
         }
     }
@@ -163,6 +193,6 @@ impl EtherBond {
             };
             self.queue(Control::ArpProbe(i, target));
         }
-        self.members[i].arp.last_tx = Some(now);
+        self.members[i].arp.last_tx = stamp(now);
     }
 }

@@ -424,7 +424,7 @@ impl EtherBond {
             mac: m.mac,
             carrier: m.link_up,
             port,
-            arp: ArpState::new(now, m.link_up),
+            arp: ArpState::new(now, m.link_up, interval),
             reported_up: false,
             usable: false,
             collecting: false,
@@ -552,7 +552,7 @@ impl EtherBond {
         // bond_rcv_validate marks every frame as the member's last receive, even on a
         // backup member, before bond_should_deliver_exact_match drops it.
         if self.config.arp_monitor.is_some() {
-            self.members[i].arp.last_rx = Some(now);
+            self.members[i].arp.received(now);
         }
         // 802.3ad: bond_3ad_lacpdu_recv takes the Slow Protocols frames.
         if frames::ethertype(frame) == lacp::SLOW_PROTOCOLS_ETHERTYPE {
@@ -810,7 +810,7 @@ impl EtherBond {
         let to = best.map(|i| self.members[i].id);
         self.push(EtherEvent::ActiveChanged { from, to });
         if let Some(b) = best {
-            self.members[b].arp.last_link_up = Some(now);
+            self.members[b].arp.made_active(now);
             self.arp_candidate = None;
             self.announce(b);
         }
