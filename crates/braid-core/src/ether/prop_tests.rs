@@ -100,7 +100,7 @@ proptest! {
             let mut sent = 0;
             while let Some((m, n)) = b.poll_transmit(now, &mut buf) {
                 prop_assert!(usize::from(m.0) < members);
-                prop_assert!(n >= 14 && n <= 1518);
+                prop_assert!((14..=1518).contains(&n));
                 sent += 1;
                 prop_assert!(sent < 200, "poll_transmit never ends");
             }
