@@ -37,6 +37,7 @@ mod cc;
 pub mod crypto;
 pub mod emu;
 mod endpoint;
+pub mod ether;
 mod flow;
 mod fragments;
 pub mod hash;
