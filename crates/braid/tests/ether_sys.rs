@@ -453,8 +453,31 @@ fn addresses_and_routes_move_to_the_bond_and_back() {
         let tap = Tap::open("bond0", [2, 0, 0, 0, 0, 1], 1500, true).expect("TAP");
         let members = ["a0".to_string()];
 
+        let sysctl = |leaf: &str| {
+            std::fs::read_to_string(format!("/proc/sys/net/{leaf}"))
+                .unwrap()
+                .trim()
+                .to_owned()
+        };
+        ip(&[
+            "-6",
+            "route",
+            "add",
+            "fd32::/64",
+            "via",
+            "fd31::2",
+            "dev",
+            "a0",
+        ]);
         let moved = take_over("bond0", &members, &state, false).expect("take over");
         assert!(state.exists());
+        // The member is a port now: no ARP replies or IPv6 of its own.
+        assert_eq!(sysctl("ipv4/conf/a0/arp_ignore"), "8");
+        assert_eq!(sysctl("ipv6/conf/a0/disable_ipv6"), "1");
+        assert!(has(
+            &ip(&["-6", "route", "show", "dev", "bond0"]),
+            "fd32::/64 via fd31::2"
+        ));
         let s = moved.summary();
         assert!(
             s.contains("10.231.0.1/24") && s.contains("10.232.0.0/16"),
@@ -472,6 +495,12 @@ fn addresses_and_routes_move_to_the_bond_and_back() {
         ));
         moved.restore().expect("restore");
         assert!(!state.exists());
+        assert_eq!(sysctl("ipv4/conf/a0/arp_ignore"), "0");
+        assert_eq!(sysctl("ipv6/conf/a0/disable_ipv6"), "0");
+        assert!(has(
+            &ip(&["-6", "route", "show", "dev", "a0"]),
+            "fd32::/64 via fd31::2"
+        ));
         assert!(has(&ip(&["addr", "show", "dev", "a0"]), "10.231.0.1/24"));
         assert!(has(&ip(&["addr", "show", "dev", "a0"]), "fd31::1/64"));
         assert!(has(
@@ -488,8 +517,11 @@ fn addresses_and_routes_move_to_the_bond_and_back() {
         // A new run may not take over before repairing.
         let e = take_over("bond0", &members, &state, false).unwrap_err();
         assert!(matches!(e, AddrError::State { .. }), "{e}");
+        assert_eq!(sysctl("ipv6/conf/a0/disable_ipv6"), "1");
         assert_eq!(repair(&state), Ok(true));
         assert!(!state.exists());
+        assert_eq!(sysctl("ipv6/conf/a0/disable_ipv6"), "0");
+        assert!(has(&ip(&["addr", "show", "dev", "a0"]), "fd31::1/64"));
         assert!(has(&ip(&["addr", "show", "dev", "a0"]), "10.231.0.1/24"));
         assert!(has(
             &ip(&["route", "show", "dev", "a0"]),

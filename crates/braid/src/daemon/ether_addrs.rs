@@ -7,7 +7,9 @@
 //! routes are left alone). It refuses a member that carries a default route unless
 //! `take_default_route`. Then it writes what it is about to move to a JSON state file
 //! (a temporary file renamed into place), and moves: routes and addresses off the member,
-//! addresses (IPv6 with `nodad`: they were already in use) and routes onto the bond.
+//! addresses (IPv6 with `nodad`: they were already in use) and routes onto the bond; and
+//! the member is made a port as bonding's slaves are (`arp_ignore = 8`, `disable_ipv6 =
+//! 1`: see [`MEMBER_SYSCTLS`]), its settings before recorded too.
 //!
 //! [`Moved::restore`] (or dropping the [`Moved`]) puts everything back on the members and
 //! removes the state file; [`repair`] does the same from the file a crashed run left.
@@ -114,6 +116,71 @@ struct Member {
     dev: String,
     addrs: Vec<Addr>,
     routes: Vec<Route>,
+    /// Settings changed while the member is in the bond, with their values before.
+    #[serde(default)]
+    sysctls: Vec<Sysctl>,
+}
+
+/// A setting under `/proc/sys` (in the caller's network namespace).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Sysctl {
+    /// Below `/proc/sys`: `net/ipv4/conf/eth1/arp_ignore`.
+    path: String,
+    /// The value before.
+    old: String,
+    /// The value while bonded.
+    new: String,
+}
+
+/// What a member port is set to while bonded, as the kernel's bonding makes its slaves:
+/// no ARP replies of its own (`arp_ignore = 8`: the host stack still sees the broadcasts
+/// the member receives, and would answer for the bond's address with the member's MAC),
+/// no IPv6 of its own (`disable_ipv6 = 1`: no link-local address, no router
+/// advertisements taken, so no address or default route comes back on the member).
+const MEMBER_SYSCTLS: [(&str, &str, &str); 2] = [
+    ("net/ipv4/conf", "arp_ignore", "8"),
+    ("net/ipv6/conf", "disable_ipv6", "1"),
+];
+
+impl Sysctl {
+    fn file(&self) -> PathBuf {
+        Path::new("/proc/sys").join(&self.path)
+    }
+
+    fn set(&self, value: &str) -> Result<(), String> {
+        std::fs::write(self.file(), value)
+            .map_err(|e| format!("set {} = {value}: {e}", self.path.replace('/', ".")))
+    }
+}
+
+/// The member settings [`MEMBER_SYSCTLS`] with their current values (one that does not
+/// exist, IPv6 on a host without it, is left out).
+fn member_sysctls(dev: &str) -> Result<Vec<Sysctl>, AddrError> {
+    if dev.is_empty() || dev.contains('/') || dev == "." || dev == ".." {
+        return Err(AddrError::Ip(format!(
+            "bad device name `{}`",
+            dev.escape_default()
+        )));
+    }
+    let mut out = Vec::new();
+    for (dir, leaf, new) in MEMBER_SYSCTLS {
+        let path = format!("{dir}/{dev}/{leaf}");
+        match std::fs::read_to_string(Path::new("/proc/sys").join(&path)) {
+            Ok(old) => out.push(Sysctl {
+                path,
+                old: old.trim().to_owned(),
+                new: new.to_owned(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(AddrError::Ip(format!(
+                    "read {}: {e}",
+                    path.replace('/', ".")
+                )))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The state file's content.
@@ -392,6 +459,7 @@ fn read_member(dev: &str) -> Result<Member, AddrError> {
         dev: dev.to_owned(),
         addrs,
         routes,
+        sysctls: member_sysctls(dev)?,
     })
 }
 
@@ -551,6 +619,11 @@ impl Moved {
                 run(r.add_args(bond))?;
             }
         }
+        for m in &self.state.members {
+            for c in &m.sysctls {
+                c.set(&c.new).map_err(AddrError::Ip)?;
+            }
+        }
         Ok(())
     }
 
@@ -571,6 +644,12 @@ impl Moved {
             }
         }
         for m in &self.state.members {
+            // Settings first: an IPv6 address cannot go back while IPv6 is off.
+            for c in &m.sysctls {
+                if let Err(e) = c.set(&c.old) {
+                    failed.push(e);
+                }
+            }
             for a in &m.addrs {
                 if let Err(e) = ip(&a.add_args(&m.dev)) {
                     failed.push(e);
@@ -776,6 +855,11 @@ mod tests {
                 dev: "eth1".into(),
                 addrs: parse_addrs(ADDRS).unwrap(),
                 routes: parse_routes(ROUTES4, false).unwrap(),
+                sysctls: vec![Sysctl {
+                    path: "net/ipv4/conf/eth1/arp_ignore".into(),
+                    old: "0".into(),
+                    new: "8".into(),
+                }],
             }],
         };
         write_state(&path, &state).unwrap();
