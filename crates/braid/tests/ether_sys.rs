@@ -423,8 +423,19 @@ fn link_watch_sees_the_carrier_within_100_ms() {
     assert_eq!(watch.stats().malformed, 0);
 }
 
-fn scratch_state(tag: &str) -> PathBuf {
-    common::scratch(&format!("ether-{tag}")).join("addrs.json")
+/// A state file's path in a scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn scratch_state(tag: &str) -> Scratch {
+    Scratch(common::scratch(&format!("ether-{tag}")).join("addrs.json"))
 }
 
 fn has(out: &str, what: &str) -> bool {
@@ -437,7 +448,8 @@ fn addresses_and_routes_move_to_the_bond_and_back() {
         return;
     };
     let p = Pair::new("addr");
-    let state = scratch_state("addr");
+    let scratch = scratch_state("addr");
+    let state = &scratch.0;
     in_ns(&p.a, || {
         ip(&["addr", "add", "10.231.0.1/24", "dev", "a0"]);
         ip(&["addr", "add", "fd31::1/64", "dev", "a0", "nodad"]);
@@ -469,7 +481,7 @@ fn addresses_and_routes_move_to_the_bond_and_back() {
             "dev",
             "a0",
         ]);
-        let moved = take_over("bond0", &members, &state, false).expect("take over");
+        let moved = take_over("bond0", &members, state, false).expect("take over");
         assert!(state.exists());
         // The member is a port now: no ARP replies or IPv6 of its own.
         assert_eq!(sysctl("ipv4/conf/a0/arp_ignore"), "8");
@@ -510,15 +522,15 @@ fn addresses_and_routes_move_to_the_bond_and_back() {
         assert!(!has(&ip(&["addr", "show", "dev", "bond0"]), "10.231.0.1"));
 
         // A crash: the Moved is never dropped and the TAP goes with the process.
-        let moved = take_over("bond0", &members, &state, false).expect("take over again");
+        let moved = take_over("bond0", &members, state, false).expect("take over again");
         std::mem::forget(moved);
         drop(tap);
         assert!(!has(&ip(&["addr", "show", "dev", "a0"]), "10.231.0.1"));
         // A new run may not take over before repairing.
-        let e = take_over("bond0", &members, &state, false).unwrap_err();
+        let e = take_over("bond0", &members, state, false).unwrap_err();
         assert!(matches!(e, AddrError::State { .. }), "{e}");
         assert_eq!(sysctl("ipv6/conf/a0/disable_ipv6"), "1");
-        assert_eq!(repair(&state), Ok(true));
+        assert_eq!(repair(state), Ok(true));
         assert!(!state.exists());
         assert_eq!(sysctl("ipv6/conf/a0/disable_ipv6"), "0");
         assert!(has(&ip(&["addr", "show", "dev", "a0"]), "fd31::1/64"));
@@ -527,7 +539,7 @@ fn addresses_and_routes_move_to_the_bond_and_back() {
             &ip(&["route", "show", "dev", "a0"]),
             "10.232.0.0/16 via 10.231.0.2"
         ));
-        assert_eq!(repair(&state), Ok(false));
+        assert_eq!(repair(state), Ok(false));
     });
 }
 
@@ -539,7 +551,8 @@ fn a_member_with_the_default_route_is_refused_unless_allowed() {
         return;
     };
     let p = Pair::new("dflt");
-    let state = scratch_state("dflt");
+    let scratch = scratch_state("dflt");
+    let state = &scratch.0;
     in_ns(&p.a, || {
         ip(&["addr", "add", "10.233.0.1/24", "dev", "a0"]);
         ip(&[
@@ -553,7 +566,7 @@ fn a_member_with_the_default_route_is_refused_unless_allowed() {
         ]);
         let _tap = Tap::open("bond0", [2, 0, 0, 0, 0, 1], 1500, false).expect("TAP");
         let members = ["a0".to_string()];
-        let e = take_over("bond0", &members, &state, false).unwrap_err();
+        let e = take_over("bond0", &members, state, false).unwrap_err();
         let msg = e.to_string();
         assert!(
             msg.starts_with(
@@ -564,7 +577,7 @@ fn a_member_with_the_default_route_is_refused_unless_allowed() {
         assert!(!state.exists());
         assert!(has(&ip(&["addr", "show", "dev", "a0"]), "10.233.0.1/24"));
 
-        let moved = take_over("bond0", &members, &state, true).expect("allowed");
+        let moved = take_over("bond0", &members, state, true).expect("allowed");
         assert!(has(
             &ip(&["route", "show", "default"]),
             "via 10.233.0.254 dev bond0"
@@ -576,4 +589,36 @@ fn a_member_with_the_default_route_is_refused_unless_allowed() {
         ));
         assert!(!state.exists());
     });
+}
+
+/// Once the address is on the bond, an ARP request for it that arrives on the member
+/// gets no answer from the host's stack with the member's MAC (only the bond answers,
+/// through braid, which this test does not run).
+#[test]
+fn a_member_does_not_answer_arp_for_the_bond() {
+    let Some(_one) = common::netns_or_skip("a_member_does_not_answer_arp_for_the_bond") else {
+        return;
+    };
+    let p = Pair::new("arp");
+    let scratch = scratch_state("arp");
+    let state = &scratch.0;
+    let (tap, moved) = in_ns(&p.a, || {
+        ip(&["addr", "add", "10.234.0.1/24", "dev", "a0"]);
+        let tap = Tap::open("bond0", [2, 0, 0, 0, 0, 1], 1500, false).expect("TAP");
+        let moved = take_over("bond0", &["a0".to_string()], state, false).expect("take over");
+        (tap, moved)
+    });
+    let a0_mac = link(&p.a, "a0")["address"].as_str().unwrap().to_owned();
+    ip(&["-n", &p.b, "addr", "add", "10.234.0.2/24", "dev", "b0"]);
+    in_ns(&p.b, || {
+        let s = std::net::UdpSocket::bind("10.234.0.2:0").unwrap();
+        // Sending needs the neighbour: an ARP request goes out on b0.
+        let _ = s.send_to(b"x", "10.234.0.1:9");
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let neigh = ip(&["-n", &p.b, "neigh", "show", "10.234.0.1"]);
+    // Put back in the namespace (a Moved runs `ip` where it is dropped).
+    in_ns(&p.a, move || moved.restore().expect("restore"));
+    drop(tap);
+    assert!(!neigh.contains(&a0_mac), "the member answered ARP: {neigh}");
 }
