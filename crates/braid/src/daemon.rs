@@ -26,6 +26,7 @@ use crate::sys::udp_batch::RECV_SLOTS;
 
 mod carrier;
 mod device;
+mod ether_addrs;
 mod hooks;
 mod notices;
 mod notify;
@@ -38,6 +39,7 @@ mod tun_frames;
 mod uplink;
 pub use carrier::{Carrier, IoCounters, PathIo, RecvBatch, SockOpts, UdpIo};
 pub use device::{Device, PacketPipe};
+pub use ether_addrs::{repair, take_over, AddrError, Moved};
 use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
 pub use tun_frames::TunCounters;
