@@ -40,6 +40,7 @@ mod endpoint;
 pub mod ether;
 mod flow;
 mod fragments;
+mod frames;
 pub mod hash;
 pub mod lacp;
 pub mod offload;
@@ -62,6 +63,7 @@ pub use endpoint::{
     udp_overhead, Endpoint, EndpointConfig, Event, Incoming, PathKind, RawIpCounters, Roaming,
     SealConfig, SealCounters, Sealer, Sealing, Transmit, TransmitKind, MAX_DATAGRAM,
 };
+pub use frames::Frames;
 pub use path::{HealthConfig, LinkState};
 pub use reorder::WAIT_BUCKETS_US;
 pub use sched::{ActiveBackupOptions, Reselect, SchedulerConfig};

@@ -1122,6 +1122,8 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         mtu: usize::try_from(mtu).unwrap_or(default_mtu as usize),
         seed,
         mss_clamp: b.mss_clamp.as_ref().is_none_or(|v| *v.get_ref()),
+        // IP packets from the TUN; Ethernet frames from a TAP when `layer = "ethernet"`.
+        frames: braid_core::Frames::Ip,
         ..BondConfig::default()
     };
     let encryption = security::validate(
