@@ -317,3 +317,48 @@ fn two_802_3ad_bonds_aggregate_and_survive_a_member_cut() -> Result<()> {
     assert_eq!(common::ping(&topo.ns_a, BOND_B, 3)?, 3);
     Ok(())
 }
+
+#[test]
+fn ethernet_frames_cross_sealed_udp_paths() -> Result<()> {
+    let Some(_lock) = common::netns_or_skip("ethernet_frames_cross_sealed_udp_paths") else {
+        return Ok(());
+    };
+    use braid_lab::scenario::Scenario;
+    let topo = Topology::new(2)?;
+    let sc = Scenario::parse(
+        "name = \"tap-over-udp\"\n[bond]\nscheduler = \"round-robin\"\nlayer = \"ethernet\"\n[[path]]\nname = \"p0\"\n[[path]]\nname = \"p1\"\n[[test]]\n",
+    )?;
+    let (cfg_a, cfg_b) = (
+        sc.daemon_config(true, &topo.links, None)?,
+        sc.daemon_config(false, &topo.links, None)?,
+    );
+    assert!(cfg_a.contains("private_key"), "sealed");
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "t", &cfg_a, &cfg_b)?;
+    d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))?;
+    let peer = Ipv4Addr::new(10, 200, 0, 2);
+    assert_eq!(common::ping(&topo.ns_a, peer, 5)?, 5, "pings over the TAPs");
+    // ARP crossed the bond: a's neighbour entry is b's TAP, whose MAC is derived from its
+    // interface and address.
+    let neigh = netns::ip(&["-n", &topo.ns_a, "neigh", "show", "dev", "braid0"])?;
+    let want = braid::config::format_mac(braid::config::derived_mac("braid0", "10.200.0.2/30"));
+    assert!(
+        neigh.contains(&want),
+        "no neighbour {want} on braid0: {neigh}"
+    );
+    // A TCP transfer checked byte for byte.
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (sent, got) = common::tcp_flow(&topo, peer, 5201, 2.0, 20 << 20, received)?;
+    assert!(sent > 0 && got == sent, "sent {sent}, received {got}");
+    let st = d.status_a()?;
+    let tx: Vec<u64> = st["status"]["paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["tx_packets"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(
+        tx.iter().all(|&t| t > 100),
+        "round-robin over both paths: {tx:?}"
+    );
+    Ok(())
+}
