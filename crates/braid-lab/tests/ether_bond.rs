@@ -362,3 +362,56 @@ fn ethernet_frames_cross_sealed_udp_paths() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_member_port_that_vanishes_and_comes_back_is_taken_again() -> Result<()> {
+    let Some(_lock) =
+        common::netns_or_skip("a_member_port_that_vanishes_and_comes_back_is_taken_again")
+    else {
+        return Ok(());
+    };
+    let (topo, mut d) = bring_up("")?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && states(v) == ["up", "up"]
+    })?;
+    // Deleting one end of a veth pair deletes both.
+    let (a1, b1) = (&topo.links[1].dev_a, &topo.links[1].dev_b);
+    netns::ip(&["-n", &topo.ns_a, "link", "del", a1])?;
+    wait_status(&mut d, Duration::from_secs(5), |v| {
+        v["members"][1]["socket"] == "closed"
+            || states(v).get(1).map(String::as_str) == Some("down")
+    })?;
+    let st = d.status_a()?;
+    assert_eq!(st["members"][1]["socket"], "closed", "{st}");
+    assert_eq!(
+        common::ping(&topo.ns_a, BOND_B, 3)?,
+        3,
+        "the other member carries on"
+    );
+    assert!(
+        d.a.running() && d.b.running(),
+        "a vanished port took a daemon down"
+    );
+    // The same names again: both daemons take the new ports within a few seconds.
+    netns::ip(&[
+        "-n", &topo.ns_a, "link", "add", a1, "type", "veth", "peer", "name", b1, "netns",
+        &topo.ns_b,
+    ])?;
+    netns::ip(&["-n", &topo.ns_a, "link", "set", a1, "up"])?;
+    netns::ip(&["-n", &topo.ns_b, "link", "set", b1, "up"])?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && states(v) == ["up", "up"]
+    })?;
+    let before: u64 = d.status_a()?["bond"]["members"][1]["tx_frames"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 6)?, 6);
+    let after: u64 = d.status_a()?["bond"]["members"][1]["tx_frames"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        after > before,
+        "the new port carries frames again ({before} -> {after})"
+    );
+    Ok(())
+}
