@@ -35,6 +35,11 @@ use member::Member;
 
 /// `virtio_net_hdr` in front of every frame on the TAP and the packet sockets.
 const VNET_HDR: usize = 10;
+/// How often each member's carrier is asked for, as bonding's `miimon` (default 100 ms)
+/// polls it: the kernel's own link notices may come up to a second late when another link
+/// changed just before (its link-watch rate limit), the flags an `RTM_GETLINK` answer
+/// carries are the carrier now.
+const MIIMON: std::time::Duration = std::time::Duration::from_millis(100);
 /// Largest frame read: a 64 KB GSO superframe and its header.
 const FRAME_BUF: usize = 65_536 + VNET_HDR + 64;
 
@@ -91,6 +96,8 @@ struct EtherDaemon {
     tap_write_errors: u64,
     down_requested: bool,
     started: Instant,
+    /// When the members' carrier is next asked for ([`MIIMON`]).
+    next_miimon: Instant,
 }
 
 impl EtherDaemon {
@@ -189,6 +196,7 @@ impl EtherDaemon {
             tap_write_errors: 0,
             down_requested: false,
             started: now,
+            next_miimon: now + MIIMON,
         };
         dlog!(
             now,
@@ -335,6 +343,7 @@ impl EtherDaemon {
             self.bond.poll_timeout(),
             crate::log::next_repeat_due(),
             self.control.poll_timeout(),
+            Some(self.next_miimon),
             self.members
                 .iter()
                 .filter(|m| m.sock.is_none())
@@ -470,6 +479,19 @@ impl EtherDaemon {
                 if up != m.carrier {
                     m.carrier = up;
                     self.bond.set_link(now, m.id, up);
+                }
+            }
+        }
+        if self.next_miimon <= now {
+            self.next_miimon = now + MIIMON;
+            for m in self.members.iter().filter(|m| m.sock.is_some()) {
+                if let Err(e) = self.link.request(m.ifindex) {
+                    crate::log::limited(
+                        now,
+                        Level::Warn,
+                        "netlink-request",
+                        format!("braid: asking for {}'s carrier: {e}", m.dev),
+                    );
                 }
             }
         }
