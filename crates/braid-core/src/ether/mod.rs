@@ -608,23 +608,33 @@ impl EtherBond {
         now: Instant,
         buf: &mut [u8; 1518],
     ) -> Option<(MemberId, usize)> {
-        if let Some(c) = self.control.pop_front() {
+        while let Some(c) = self.control.pop_front() {
+            let i = match c {
+                Control::GratuitousArp(i, _)
+                | Control::UnsolicitedNa(i, _)
+                | Control::ArpProbe(i, _) => i,
+            };
+            let Some(m) = self.members.get(i).filter(|m| m.carrier) else {
+                // Its member lost carrier since: nothing to send it on.
+                self.control_dropped += 1;
+                continue;
+            };
+            let id = m.id;
             let mac = self.config.mac;
-            let (i, len) = match c {
-                Control::GratuitousArp(i, ip) => (i, frames::emit_arp_request(buf, mac, ip, ip)),
-                Control::UnsolicitedNa(i, ip) => (i, frames::emit_unsolicited_na(buf, mac, ip)),
-                Control::ArpProbe(i, target) => {
+            let len = match c {
+                Control::GratuitousArp(_, ip) => frames::emit_arp_request(buf, mac, ip, ip),
+                Control::UnsolicitedNa(_, ip) => frames::emit_unsolicited_na(buf, mac, ip),
+                Control::ArpProbe(_, target) => {
                     let source = self
                         .config
                         .arp_monitor
                         .as_ref()
                         .map_or(Ipv4Addr::UNSPECIFIED, |a| a.source);
-                    (i, frames::emit_arp_request(buf, mac, source, target))
+                    frames::emit_arp_request(buf, mac, source, target)
                 }
             };
-            let m = self.members.get_mut(i)?;
-            m.counters.control_tx += 1;
-            return Some((m.id, len));
+            self.members[i].counters.control_tx += 1;
+            return Some((id, len));
         }
         let l = self.lacp.as_mut()?;
         let out = buf.first_chunk_mut::<{ lacp::FRAME_LEN }>()?;
