@@ -181,6 +181,21 @@ fn round_robin_bond_carries_pings_and_puts_addresses_back() -> Result<()> {
     }
     let replies = common::ping(&topo.ns_a, BOND_B, 5)?;
     assert_eq!(replies, 5, "pings through the bond");
+    // Each request answered once: the members' own stack never sees the frames (without
+    // the guard, the far end answered both through its member and through its bond).
+    let out = netns::run_ok(netns::ns_command(&topo.ns_a, "ping").args([
+        "-c",
+        "5",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        "10.211.0.2",
+    ]))?;
+    assert!(
+        out.contains(" 5 received") && !out.contains("duplicates"),
+        "{out}"
+    );
     // A moved address answers through the bond too.
     assert_eq!(common::ping(&topo.ns_a, topo.links[1].addr_b, 3)?, 3);
     let st = d.status_a()?;

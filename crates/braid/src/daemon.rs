@@ -28,6 +28,7 @@ mod carrier;
 mod device;
 mod ether;
 mod ether_addrs;
+mod ether_guard;
 mod hooks;
 mod notices;
 mod notify;

@@ -475,6 +475,12 @@ impl EtherDaemon {
         for m in &mut self.members {
             if m.sock.is_none() && m.retry_at <= now {
                 m.try_open(now, true);
+                // A port made again has no guard yet (its predecessor's went with it).
+                if m.sock.is_some() {
+                    if let Err(e) = super::ether_guard::guard(&self.interface, &m.dev) {
+                        dwarn!(now, "member {} ({}): cannot keep the host stack off the port (it may answer twice): {e}", m.name, m.dev);
+                    }
+                }
                 let up = m.carrier_now();
                 if up != m.carrier {
                     m.carrier = up;
