@@ -440,3 +440,31 @@ fn a_member_port_that_vanishes_and_comes_back_is_taken_again() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_member_missing_at_start_is_taken_when_it_appears() -> Result<()> {
+    let Some(_lock) = common::netns_or_skip("a_member_missing_at_start_is_taken_when_it_appears")
+    else {
+        return Ok(());
+    };
+    let topo = Topology::new(2)?;
+    let (a1, b1) = (&topo.links[1].dev_a, &topo.links[1].dev_b);
+    netns::ip(&["-n", &topo.ns_a, "link", "del", a1])?;
+    let (ca, cb) = (config(&topo, true, ""), config(&topo, false, ""));
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "m", &ca, &cb)?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && v["members"][1]["socket"] == "closed"
+    })?;
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 3)?, 3);
+    netns::ip(&[
+        "-n", &topo.ns_a, "link", "add", a1, "type", "veth", "peer", "name", b1, "netns",
+        &topo.ns_b,
+    ])?;
+    netns::ip(&["-n", &topo.ns_a, "link", "set", a1, "up"])?;
+    netns::ip(&["-n", &topo.ns_b, "link", "set", b1, "up"])?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && states(v) == ["up", "up"]
+    })?;
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 4)?, 4);
+    Ok(())
+}

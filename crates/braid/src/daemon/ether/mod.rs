@@ -147,7 +147,12 @@ impl EtherDaemon {
         };
         let tap = Tap::open(&b.interface, mac, b.mtu, true)
             .with_context(|| format!("cannot create the TAP interface {}", b.interface))?;
-        let devs: Vec<String> = ether.members.iter().map(|m| m.dev.clone()).collect();
+        // The ports there now; one that appears later joins without addresses to move.
+        let devs: Vec<String> = members
+            .iter()
+            .filter(|m| m.sock.is_some())
+            .map(|m| m.dev.clone())
+            .collect();
         let moved =
             ether_addrs::take_over(&b.interface, &devs, &state_file, ether.take_default_route)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
