@@ -40,8 +40,8 @@ const VNET_HDR: usize = 10;
 /// changed just before (its link-watch rate limit), the flags an `RTM_GETLINK` answer
 /// carries are the carrier now.
 const MIIMON: std::time::Duration = std::time::Duration::from_millis(100);
-/// Largest frame read: a 64 KB GSO superframe and its header.
-const FRAME_BUF: usize = 65_536 + VNET_HDR + 64;
+/// Largest frame read: a 64 KB GSO superframe, its header and a VLAN tag put back.
+const FRAME_BUF: usize = crate::sys::packet::MAX_RECV;
 
 /// `braid up` with an Ethernet bond: set up, run until SIGINT/SIGTERM or `braid down`,
 /// put everything back.
