@@ -627,7 +627,16 @@ impl Moved {
         }
         for m in &self.state.members {
             for c in &m.sysctls {
-                c.set(&c.new).map_err(AddrError::Ip)?;
+                // Belt and braces beside the guard below (which keeps the member's stack
+                // from seeing any frame): a read-only /proc/sys (systemd's
+                // ProtectKernelTunables) is said, not fatal.
+                if let Err(e) = c.set(&c.new) {
+                    dwarn!(
+                        Instant::ZERO,
+                        "member {}: {e} (the guard keeps the host stack off it all the same)",
+                        m.dev
+                    );
+                }
             }
             if m.guarded {
                 super::ether_guard::guard(bond, &m.dev).map_err(AddrError::Ip)?;
@@ -660,6 +669,11 @@ impl Moved {
         for m in &self.state.members {
             // Settings first: an IPv6 address cannot go back while IPv6 is off.
             for c in &m.sysctls {
+                // Never changed (a read-only /proc/sys), or already back: nothing to do.
+                let now = std::fs::read_to_string(c.file()).unwrap_or_default();
+                if now.trim() == c.old {
+                    continue;
+                }
                 if let Err(e) = c.set(&c.old) {
                     failed.push(e);
                 }
