@@ -156,6 +156,12 @@ impl EtherDaemon {
         let moved =
             ether_addrs::take_over(&b.interface, &devs, &state_file, ether.take_default_route)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
+        dlog!(
+            now,
+            "braid: moved onto {}: {}",
+            b.interface,
+            moved.summary()
+        );
         add_address(now, &b.interface, &b.address.to_string());
         if let Some(a6) = b.address6 {
             add_address(now, &b.interface, &a6.to_string());
@@ -163,10 +169,11 @@ impl EtherDaemon {
         let mut bond = EtherBond::new(bond_config::core_config(cfg, ether, mac))
             .map_err(|e| anyhow::anyhow!("bond: {e}"))?;
         for m in &mut members {
+            // A port missing now speaks (LACP) from the bond's MAC when it comes.
             let mac = m
                 .sock
                 .as_ref()
-                .map_or([0; 6], crate::sys::packet::PacketSocket::mac);
+                .map_or(mac, crate::sys::packet::PacketSocket::mac);
             m.carrier = m.carrier_now();
             let id = bond.add_member(
                 now,
