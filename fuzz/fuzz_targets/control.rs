@@ -79,7 +79,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     match req {
-        Request::Status | Request::ClassShow | Request::Reload => {}
+        Request::Status | Request::ClassShow | Request::Reload | Request::Down => {}
         Request::Enslave {
             name,
             local,
