@@ -115,6 +115,22 @@ pub fn shape(ns: &str, dev: &str, mbit: f64) -> Result<()> {
     Ok(())
 }
 
+/// True when `dev` in `ns` has a tbf root qdisc (the lab's shaping is in place).
+pub fn has_tbf(ns: &str, dev: &str) -> Result<bool> {
+    let out = run_ok(Command::new("tc").args(["-n", ns, "qdisc", "show", "dev", dev, "root"]))?;
+    Ok(out.contains("qdisc tbf"))
+}
+
+/// Fail unless every `(ns, dev)` still has its tbf.
+pub fn check_shaped<'a>(devs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<()> {
+    for (ns, dev) in devs {
+        if !has_tbf(ns, dev)? {
+            bail!("{dev} in {ns} lost its tbf qdisc: its figures would be unshaped");
+        }
+    }
+    Ok(())
+}
+
 /// Set `dev` in `ns` down or up. A veth's peer loses (and regains) its carrier with it.
 pub fn set_link(ns: &str, dev: &str, up: bool) -> Result<()> {
     ip(&["-n", ns, "link", "set", dev, if up { "up" } else { "down" }])?;
@@ -153,12 +169,21 @@ pub fn silence(ns: &str, dev: &str, silent: bool, restore_mbit: Option<f64>) -> 
 
 /// Frames `dev` in `ns` has sent so far (`tx_packets`).
 pub fn tx_packets(ns: &str, dev: &str) -> Result<u64> {
+    tx_counter(ns, dev, "packets")
+}
+
+/// Bytes `dev` in `ns` has sent so far (`tx_bytes`).
+pub fn tx_bytes(ns: &str, dev: &str) -> Result<u64> {
+    tx_counter(ns, dev, "bytes")
+}
+
+fn tx_counter(ns: &str, dev: &str, what: &str) -> Result<u64> {
     let out = ip(&["-n", ns, "-j", "-s", "link", "show", "dev", dev])?;
     let v: serde_json::Value =
         serde_json::from_str(out.trim()).context("`ip -j -s link` is not JSON")?;
     v.get(0)
-        .and_then(|l| l["stats64"]["tx"]["packets"].as_u64())
-        .with_context(|| format!("no tx counter for {dev} in {ns}"))
+        .and_then(|l| l["stats64"]["tx"][what].as_u64())
+        .with_context(|| format!("no tx {what} counter for {dev} in {ns}"))
 }
 
 /// Turn off transmit checksum offload (and with it TSO) on `dev` in `ns`

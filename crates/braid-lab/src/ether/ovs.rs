@@ -250,12 +250,31 @@ impl Ovs {
         args.push("bond_updelay=0");
         args.push("bond_downdelay=0");
         self.vsctl(&args)?;
-        Ok(())
+        self.keep_qdiscs(bond)
     }
 
     /// An access port `port` on `bridge`.
     pub fn add_port(&self, bridge: &str, port: &str) -> Result<()> {
         self.vsctl(&["add-port", bridge, port])?;
+        self.keep_qdiscs(port)
+    }
+
+    /// Tell OVS to leave the port's Linux qdiscs alone (QoS type `linux-noop`): without
+    /// a QoS record it deletes the root qdisc of its ports at every reconfiguration, and
+    /// with it the lab's tbf.
+    fn keep_qdiscs(&self, port: &str) -> Result<()> {
+        self.vsctl(&[
+            "--",
+            "set",
+            "port",
+            port,
+            "qos=@q",
+            "--",
+            "--id=@q",
+            "create",
+            "qos",
+            "type=linux-noop",
+        ])?;
         Ok(())
     }
 
@@ -340,7 +359,8 @@ pub struct LacpMember {
 }
 
 impl LacpMember {
-    /// Current, attached, and both actor and partner collecting and distributing.
+    /// Current, attached, may be enabled, and both actor and partner in sync, collecting
+    /// and distributing, neither expired nor defaulted.
     pub fn distributing(&self) -> bool {
         let has = |v: &[String], w: &str| v.iter().any(|x| x == w);
         has(&self.status, "current")
@@ -349,6 +369,9 @@ impl LacpMember {
             && ["synchronized", "collecting", "distributing"]
                 .iter()
                 .all(|w| has(&self.actor_state, w) && has(&self.partner_state, w))
+            && ["expired", "defaulted"]
+                .iter()
+                .all(|w| !has(&self.actor_state, w) && !has(&self.partner_state, w))
     }
 }
 

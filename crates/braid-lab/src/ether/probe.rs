@@ -113,7 +113,9 @@ fn receive(bind: SocketAddrV4, until: Instant) -> Result<Vec<(u64, i128)>> {
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e).context("receiving probes"),
         }
