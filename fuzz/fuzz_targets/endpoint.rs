@@ -1,6 +1,6 @@
 //! The whole endpoint the daemon runs (`braid_core::Endpoint`, made from a
 //! config as `braid up` makes it: two UDP paths and a CSLIP serial line, with keys or
-//! without) fed arbitrary datagrams on its UDP paths from any source, arbitrary line
+//! without, carrying IP packets or Ethernet frames) fed arbitrary datagrams on its UDP paths from any source, arbitrary line
 //! bytes, arbitrary TUN packets, and time passing.
 //!
 //! Checks: it never panics; what it hands out fits the buffer it was given; a UDP
@@ -33,6 +33,8 @@ enum Op {
 #[derive(Arbitrary, Debug)]
 struct Input {
     sealed: bool,
+    /// Ethernet frames (a TAP) instead of IP packets (a TUN).
+    ethernet: bool,
     ops: Vec<Op>,
 }
 
@@ -58,11 +60,17 @@ fn source(path: usize, src: u8) -> SocketAddr {
 }
 
 fuzz_target!(|input: Input| {
-    static CONFIGS: OnceLock<[Config; 2]> = OnceLock::new();
+    static CONFIGS: OnceLock<[Config; 4]> = OnceLock::new();
     let configs = CONFIGS.get_or_init(|| {
-        [false, true].map(|k| Config::parse(&config(k), "fuzz.toml").expect("the config parses"))
+        [(false, false), (true, false), (false, true), (true, true)].map(|(k, ethernet)| {
+            let mut c = Config::parse(&config(k), "fuzz.toml").expect("the config parses");
+            if ethernet {
+                c.bond.core.frames = braid_core::Frames::Ethernet;
+            }
+            c
+        })
     });
-    let cfg = &configs[usize::from(input.sealed)];
+    let cfg = &configs[usize::from(input.sealed) + 2 * usize::from(input.ethernet)];
     let mut now = Instant::from_millis(1000);
     let (mut ep, ids) = cfg.build_endpoint(now).expect("the endpoint builds");
     let line = ids[2];

@@ -11,6 +11,7 @@
 use braid_core::fuzzing::GroupKey;
 use braid_core::fuzzing::skips_equalization;
 use braid_core::shape::Classifier;
+use braid_core::Frames;
 use braid_core::shape::{ClassId, FilterSpec, PortRange, Prefix};
 use braid_core::wire::ip::{
     is_extension_header, IpPacket, Ports, TcpPacket, MAX_EXTENSION_HEADERS,
@@ -61,7 +62,8 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // The decisions on top of the views.
-    let _ = skips_equalization(data);
+    let _ = skips_equalization(Frames::Ip, data);
+    let _ = skips_equalization(Frames::Ethernet, data);
     let _ = GroupKey::of(data);
     let class = |minor| ClassId::new(1, minor);
     let filters = [
@@ -88,5 +90,8 @@ fuzz_target!(|data: &[u8]| {
     ];
     let c = Classifier::new(&filters, class(0x13));
     let got = c.classify(data);
+    assert!([0x10, 0x11, 0x12, 0x13].map(class).contains(&got));
+    // The same bytes as an Ethernet frame: classified by the IP packet it carries.
+    let got = c.classify_frame(Frames::Ethernet, data);
     assert!([0x10, 0x11, 0x12, 0x13].map(class).contains(&got));
 });

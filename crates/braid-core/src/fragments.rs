@@ -28,7 +28,7 @@
 use core::time::Duration;
 
 use crate::wire::ip::IpPacket;
-use crate::Instant;
+use crate::{Frames, Instant};
 
 /// How long a group's verdict is kept.
 pub(crate) const GROUP_FOR: Duration = Duration::from_secs(2);
@@ -93,15 +93,31 @@ impl GroupKey {
 pub(crate) struct FragmentGroups {
     /// (group, verdict, when decided), oldest first.
     groups: std::collections::VecDeque<(GroupKey, Verdict, Instant)>,
+    /// What the packets are: in a frame, the IP packet after its header is looked at (a
+    /// frame that carries no IP is a whole datagram).
+    frames: Frames,
 }
 
 impl FragmentGroups {
+    /// Fragment groups of IP packets, or of the IP packets in frames.
+    pub(crate) fn new(frames: Frames) -> Self {
+        FragmentGroups {
+            groups: Default::default(),
+            frames,
+        }
+    }
+
+    /// The group of `packet` (an IP packet or a frame, as the groups' packets are).
+    fn key(&self, packet: &[u8]) -> Option<GroupKey> {
+        GroupKey::of(self.frames.ip_packet(packet)?)
+    }
+
     /// The verdict on `packet`'s group: `None` for a whole datagram or a group not seen.
     pub(crate) fn verdict(&mut self, now: Instant, packet: &[u8]) -> Option<Verdict> {
         if self.groups.is_empty() {
             return None;
         }
-        let key = GroupKey::of(packet)?;
+        let key = self.key(packet)?;
         self.expire(now);
         self.groups
             .iter()
@@ -122,7 +138,7 @@ impl FragmentGroups {
     }
 
     fn decide(&mut self, now: Instant, packet: &[u8], verdict: Verdict) {
-        let Some(key) = GroupKey::of(packet) else {
+        let Some(key) = self.key(packet) else {
             return;
         };
         self.expire(now);
@@ -246,5 +262,29 @@ mod tests {
         assert_eq!(g.verdict(at_ms(3000), &v4_fragment(0, 0, true, 100)), None);
         let last = v4_fragment(GROUPS_MAX as u16 + 9, 0, true, 100);
         assert_eq!(g.verdict(at_ms(3000), &last), Some(Verdict::Doomed));
+    }
+
+    /// In frames, a fragment's group is its IP packet's, with or without a tag; a frame
+    /// that carries no IP, or reads as an IPv4 fragment from its first byte, has none.
+    #[test]
+    fn frames_are_grouped_by_their_ip_packet() {
+        use crate::frames::test_frames::{arp, ip_frame, lookalike};
+        let mut g = FragmentGroups::new(Frames::Ethernet);
+        let (first, last) = (
+            v4_fragment(3, 0, true, 1400),
+            v4_fragment(3, 175, false, 100),
+        );
+        g.dropped(at_ms(0), &ip_frame(&first, false));
+        for vlan in [false, true] {
+            let f = ip_frame(&last, vlan);
+            assert_eq!(g.verdict(at_ms(1), &f), Some(Verdict::Doomed), "{vlan}");
+        }
+        g.dropped(at_ms(1), &arp(false));
+        g.dropped(at_ms(1), &lookalike(&v4_fragment(4, 0, true, 100)));
+        assert_eq!(g.groups.len(), 1, "only the IP fragment's group");
+        // The same bytes as IP packets are another matter.
+        let mut ip = FragmentGroups::new(Frames::Ip);
+        ip.dropped(at_ms(0), &v4_fragment(4, 0, true, 100));
+        assert_eq!(ip.groups.len(), 1);
     }
 }

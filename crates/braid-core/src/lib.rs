@@ -37,8 +37,10 @@ mod cc;
 pub mod crypto;
 pub mod emu;
 mod endpoint;
+pub mod ether;
 mod flow;
 mod fragments;
+mod frames;
 pub mod hash;
 pub mod lacp;
 pub mod offload;
@@ -61,6 +63,7 @@ pub use endpoint::{
     udp_overhead, Endpoint, EndpointConfig, Event, Incoming, PathKind, RawIpCounters, Roaming,
     SealConfig, SealCounters, Sealer, Sealing, Transmit, TransmitKind, MAX_DATAGRAM,
 };
+pub use frames::Frames;
 pub use path::{HealthConfig, LinkState};
 pub use reorder::WAIT_BUCKETS_US;
 pub use sched::{ActiveBackupOptions, Reselect, SchedulerConfig};

@@ -163,6 +163,12 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
+    /// Stop a running bond (as SIGTERM does): it removes its interface, its routes and,
+    /// for an Ethernet bond, puts the members' addresses back. Waits until it has gone.
+    Down {
+        #[command(flatten)]
+        control: ControlArg,
+    },
     /// The shaper's classes: `show` their live figures, `change` one at run time.
     #[command(subcommand)]
     Class(ClassCommand),
@@ -365,6 +371,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 print_out("reloaded: no changes\n")
             } else {
                 print_out(&format!("reloaded:\n  {}\n", changes.join("\n  ")))
+            }
+        }
+        Command::Down { control } => {
+            let socket = control.socket()?;
+            control::request(&socket, &json!({"cmd": "down"}))?;
+            if control::wait_gone(&socket, std::time::Duration::from_secs(10)) {
+                print_out("down\n")
+            } else {
+                anyhow::bail!(
+                    "the daemon took the request but is still running after 10 s (control socket {})",
+                    socket.display()
+                )
             }
         }
         Command::Class(ClassCommand::Show { json, control }) => {

@@ -27,6 +27,7 @@ use toml::Spanned;
 pub mod diff;
 mod endpoint;
 mod errors;
+mod ether;
 pub mod host;
 pub mod monitor;
 mod routing;
@@ -35,6 +36,9 @@ mod shape;
 pub mod tc;
 pub use endpoint::Remote;
 pub use errors::parse_bps;
+pub use ether::{
+    derived_mac, format_mac, parse_mac, EtherMember, EtherScheduler, EtherSettings, Layer,
+};
 pub use monitor::MonitorSettings;
 pub use routing::{Prefix, RoutingSettings};
 pub use security::{Encryption, KeySettings};
@@ -148,6 +152,11 @@ pub struct BondSettings {
     pub run_as: Option<crate::privileges::RunAs>,
     /// `routes`, `fwmark`, `post_up`, `pre_down`.
     pub routing: RoutingSettings,
+    /// `layer`: a TUN carrying IP packets, or a TAP carrying Ethernet frames.
+    pub layer: Layer,
+    /// `mac`: the TAP's MAC (`layer = "ethernet"`); unset, the first member's (an
+    /// Ethernet bond) or [`derived_mac`] (over UDP paths).
+    pub mac: Option<[u8; 6]>,
 }
 
 /// One validated `[[path]]`.
@@ -356,6 +365,9 @@ pub struct Config {
     pub shape: Option<ShapeSettings>,
     /// `[monitor]`, the dashboard and `/metrics` (off without a `listen`).
     pub monitor: Option<MonitorSettings>,
+    /// A bond of Ethernet ports (`layer = "ethernet"` with `kind = "ethernet"` paths):
+    /// it runs instead of the endpoint, and `paths` is empty.
+    pub ether: Option<EtherSettings>,
 }
 
 impl Config {
@@ -517,6 +529,15 @@ struct RawBond {
     fwmark: Option<S<i64>>,
     post_up: Option<S<routing::RawHooks>>,
     pre_down: Option<S<routing::RawHooks>>,
+    layer: Option<S<String>>,
+    lacp_rate: Option<S<String>>,
+    lacp: Option<S<String>>,
+    min_links: Option<S<i64>>,
+    lacp_fallback: Option<S<bool>>,
+    mac: Option<S<String>>,
+    arp_interval: Option<S<i64>>,
+    arp_ip_target: Option<S<Vec<String>>>,
+    take_default_route: Option<S<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -740,11 +761,34 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
     )?;
     let mtu = u32::try_from(mtu).unwrap_or(default_mtu);
 
+    let layer = match &b.layer {
+        None => Layer::Ip,
+        Some(s) => match s.get_ref().as_str() {
+            "ip" => Layer::Ip,
+            "ethernet" => Layer::Ethernet,
+            other => {
+                return Err(at(
+                    s,
+                    format!("bond.layer: {other:?} is not ip or ethernet"),
+                ));
+            }
+        },
+    };
+    // Ethernet members (`kind = "ethernet"`): a bond of ports, validated by `ether`.
+    let ether_members = raw.path.iter().any(|p| {
+        p.get_ref()
+            .kind
+            .as_ref()
+            .is_some_and(|k| k.get_ref() == "ethernet")
+    });
     let sched_name = b
         .scheduler
         .as_ref()
         .map_or("adaptive", |s| s.get_ref().as_str());
-    if let Some(s) = &b.scheduler {
+    if let Some(s) = b.scheduler.as_ref().filter(|_| !ether_members) {
+        if sched_name == "802.3ad" {
+            return Err(at(s, "bond.scheduler: \"802.3ad\" bonds Ethernet ports: it needs layer = \"ethernet\" and kind = \"ethernet\" paths".into()));
+        }
         if !SCHEDULERS.contains(&sched_name) {
             return Err(at(
                 s,
@@ -764,7 +808,9 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
             _ => Ok(()),
         }
     };
-    only(b.hash.as_ref().map(S::span), "hash", "xor")?;
+    if sched_name != "802.3ad" {
+        only(b.hash.as_ref().map(S::span), "hash", "xor")?;
+    }
     only(
         b.packets_per_path.as_ref().map(S::span),
         "packets_per_path",
@@ -818,6 +864,8 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
     let mut learned: Vec<(usize, Range<usize>)> = Vec::new();
     let path_modes: Vec<Option<S<String>>> =
         raw.path.iter().map(|p| p.get_ref().mode.clone()).collect();
+    let mut members = Vec::new();
+    let mut member_devs = Vec::new();
     for (i, p) in raw.path.into_iter().enumerate() {
         let span = p.span();
         let p = p.into_inner();
@@ -839,6 +887,39 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
             ));
         }
         let kind = p.kind.as_ref().map_or("udp", |k| k.get_ref().as_str());
+        if kind == "ethernet" {
+            if layer != Layer::Ethernet {
+                let k = p.kind.as_ref().map_or(span.clone(), S::span);
+                return Err((
+                    Some(k),
+                    format!(
+                        "{}: \"ethernet\" members need bond.layer = \"ethernet\"",
+                        key("kind")
+                    ),
+                ));
+            }
+            let others = [
+                (p.local.as_ref().map(S::span), "local"),
+                (p.remote.as_ref().map(S::span), "remote"),
+                (p.device.as_ref().map(S::span), "device"),
+                (p.baud.as_ref().map(S::span), "baud"),
+                (p.framing.as_ref().map(S::span), "framing"),
+                (p.mode.as_ref().map(S::span), "mode"),
+                (p.mtu.as_ref().map(S::span), "mtu"),
+                (p.bps.as_ref().map(S::span), "bps"),
+                (p.prio.as_ref().map(S::span), "prio"),
+                (p.emulate.as_ref().map(S::span), "emulate"),
+            ];
+            members.push(ether::member(
+                name.get_ref(),
+                p.dev.as_ref(),
+                &others,
+                &key,
+                &span,
+            )?);
+            member_devs.push(p.dev.as_ref().map_or(span.clone(), S::span));
+            continue;
+        }
         let transport = match kind {
             "udp" => {
                 for (v, k) in [
@@ -874,7 +955,7 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
                 return Err((
                     Some(k),
                     format!(
-                        "{}: unknown kind {other:?} (\"udp\" or \"serial\")",
+                        "{}: unknown kind {other:?} (\"udp\", \"serial\" or \"ethernet\")",
                         key("kind")
                     ),
                 ));
@@ -931,6 +1012,42 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         }
     }
 
+    let raw_ether = ether::RawEther {
+        scheduler: b.scheduler.as_ref(),
+        hash: match &b.hash {
+            None => None,
+            Some(s) => Some(parse_hash(s.get_ref()).ok_or_else(|| {
+                at(s, format!(
+                    "bond.hash: unknown hash policy {:?} (one of: layer2, layer2+3, layer3+4, encap2+3, encap3+4, vlan+srcmac, gabler)",
+                    s.get_ref()
+                ))
+            })?),
+        },
+        primary: b.primary.as_ref(),
+        lacp_rate: &b.lacp_rate,
+        lacp: &b.lacp,
+        min_links: &b.min_links,
+        lacp_fallback: &b.lacp_fallback,
+        arp_interval: &b.arp_interval,
+        arp_ip_target: &b.arp_ip_target,
+        take_default_route: &b.take_default_route,
+    };
+    let ether = if members.is_empty() {
+        if let Some((span, k)) = raw_ether.first_given() {
+            return Err((Some(span), format!("bond.{k}: only for a bond of Ethernet ports (layer = \"ethernet\" with kind = \"ethernet\" paths)")));
+        }
+        None
+    } else {
+        if let Some(first) = paths.first() {
+            return Err((Some(bond_span), format!("path {:?}: a bond of Ethernet ports cannot also have {} paths (an Ethernet bond over UDP paths has no kind = \"ethernet\" members)", first.name, if first.serial().is_some() { "serial" } else { "UDP" })));
+        }
+        if b.encryption.as_ref().map(|e| e.get_ref().as_str()) != Some("none") {
+            let s = b.encryption.as_ref().map_or(bond_span.clone(), S::span);
+            return Err((Some(s), "bond.encryption: Ethernet members carry frames as the kernel's bonding does, unsealed: set encryption = \"none\" (and no keys)".into()));
+        }
+        Some(ether::validate(&raw_ether, members, &member_devs)?)
+    };
+
     // Serial lines: defaults that scale with the slowest line (keys given win).
     if let Some(d) = serial_defaults(&paths) {
         if b.probe_interval_ms.is_none() {
@@ -945,6 +1062,8 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
     }
 
     let scheduler = match sched_name {
+        // An Ethernet bond's mode is in `ether`; no endpoint runs.
+        _ if ether.is_some() => SchedulerConfig::Adaptive,
         "eql" => SchedulerConfig::Eql,
         "round-robin" => SchedulerConfig::RoundRobin {
             packets_per_path: u32::try_from(int(&b.packets_per_path, "bond.packets_per_path", 0, 65_535, 1)?).unwrap_or(1),
@@ -1003,6 +1122,8 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         mtu: usize::try_from(mtu).unwrap_or(default_mtu as usize),
         seed,
         mss_clamp: b.mss_clamp.as_ref().is_none_or(|v| *v.get_ref()),
+        // IP packets from the TUN; Ethernet frames from a TAP when `layer = "ethernet"`.
+        frames: braid_core::Frames::Ip,
         ..BondConfig::default()
     };
     let encryption = security::validate(
@@ -1051,6 +1172,8 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         encryption,
         run_as,
         routing,
+        layer,
+        mac: ether::mac(&b.mac, layer)?,
     };
     let shape = match raw.shape {
         None => None,
@@ -1073,11 +1196,18 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         .monitor
         .map(|m| monitor::validate(m, base))
         .transpose()?;
+    if ether.is_some() && monitor.as_ref().is_some_and(|m| m.listen.is_some()) {
+        return Err((None, "[monitor]: not served by a bond of Ethernet ports yet (braid status shows its members); remove [monitor] or its listen".into()));
+    }
+    if ether.is_some() && shape.is_some() {
+        return Err((None, "[shape]: not for a bond of Ethernet ports (HTB runs on the IP layer's bond; shape the members with tc)".into()));
+    }
     Ok(Config {
         bond,
         paths,
         shape,
         monitor,
+        ether,
     })
 }
 

@@ -135,6 +135,9 @@ pub enum Request {
     },
     /// Re-read the config file and apply what changed.
     Reload,
+    /// Stop the daemon (`braid down`): it answers, then tears down as on SIGTERM.
+    #[serde(rename = "down")]
+    Down,
     /// The shaper's classes and their figures.
     #[serde(rename = "class-show")]
     ClassShow,
@@ -160,7 +163,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
         Some(Value::String(_)) => {}
         Some(_) => return Err("\"cmd\" must be a string".into()),
         None => return Err(
-            "missing \"cmd\" (one of status, enslave, emancipate, set, reload, class-show, class-change)"
+            "missing \"cmd\" (one of status, enslave, emancipate, set, reload, down, class-show, class-change)"
                 .into(),
         ),
     }
@@ -500,6 +503,20 @@ pub fn request(path: &Path, req: &Value) -> anyhow::Result<Value> {
     }
 }
 
+/// Wait (at most `limit`, checking every 50 ms) until nothing answers on the control
+/// socket at `path` any more: the daemon has gone. True if it has.
+pub fn wait_gone(path: &Path, limit: Duration) -> bool {
+    let step = Duration::from_millis(50);
+    let tries = limit.as_millis() / step.as_millis();
+    for _ in 0..=tries {
+        if UnixStream::connect(path).is_err() {
+            return true;
+        }
+        std::thread::sleep(step);
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,6 +532,7 @@ mod tests {
     fn parses_every_command() {
         assert_eq!(parse_request(br#"{"cmd":"status"}"#), Ok(Request::Status));
         assert_eq!(parse_request(br#"{"cmd":"reload"}"#), Ok(Request::Reload));
+        assert_eq!(parse_request(br#"{"cmd":"down"}"#), Ok(Request::Down));
         assert_eq!(
             parse_request(br#"{"cmd":"enslave","name":"p3","local":"10.0.0.1:7000","remote":"10.0.0.2:7000","bps":5,"dev":"eth3"}"#),
             Ok(Request::Enslave {
@@ -556,7 +574,7 @@ mod tests {
         assert!(e(b"status").starts_with("request is not JSON"));
         assert_eq!(
             e(br#"{"name":"x"}"#),
-            "missing \"cmd\" (one of status, enslave, emancipate, set, reload, class-show, class-change)"
+            "missing \"cmd\" (one of status, enslave, emancipate, set, reload, down, class-show, class-change)"
         );
         assert_eq!(e(br#"{"cmd":3}"#), "\"cmd\" must be a string");
         assert!(e(br#"{"cmd":"reboot"}"#).starts_with("unknown cmd: unknown variant `reboot`"));

@@ -26,6 +26,7 @@ use crate::sys::udp_batch::RECV_SLOTS;
 
 mod carrier;
 mod device;
+mod ether_addrs;
 mod hooks;
 mod notices;
 mod notify;
@@ -38,6 +39,7 @@ mod tun_frames;
 mod uplink;
 pub use carrier::{Carrier, IoCounters, PathIo, RecvBatch, SockOpts, UdpIo};
 pub use device::{Device, PacketPipe};
+pub use ether_addrs::{repair, take_over, AddrError, Moved};
 use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
 pub use tun_frames::TunCounters;
@@ -115,6 +117,8 @@ pub struct Daemon {
     privileges: crate::privileges::Privileges,
     /// The dashboard and `/metrics` (`[monitor]`), fed a snapshot once a second.
     monitor: Option<crate::monitor::Monitor>,
+    /// `braid down` asked the daemon to stop: it does at the end of the turn.
+    down_requested: bool,
 }
 
 /// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down. `file`
@@ -272,6 +276,7 @@ impl Daemon {
             applied: cfg.clone(),
             config_file: None,
             privileges,
+            down_requested: false,
         };
         dlog!(
             now,
@@ -399,6 +404,12 @@ impl Daemon {
             }
         }
         self.slots = slots;
+        if go_on && self.down_requested {
+            dlog!(now, "braid: braid down asked, removing {}", self.interface);
+            self.routing.down(now);
+            self.notify_stopping(now);
+            go_on = false;
+        }
         Ok(go_on)
     }
 
@@ -580,11 +591,16 @@ impl Daemon {
             config_file,
             privileges,
             sock,
+            down_requested,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
             match req {
                 Err(e) => control::error(e),
+                Ok(Request::Down) => {
+                    *down_requested = true;
+                    json!({"ok": true})
+                }
                 Ok(Request::Reload) => {
                     match reload::reload(now, config_file.as_deref(), applied, ep, paths, *sock) {
                         Ok(changes) => json!({"ok": true, "changes": changes}),

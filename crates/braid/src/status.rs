@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+mod ether;
+
 /// The version of `braid status --json`'s layout (`"version"`): raised when a field
 /// changes meaning or goes away (new fields may be added within a version).
 pub const JSON_VERSION: u64 = 1;
@@ -43,6 +45,9 @@ impl Health {
 /// without a path in state `up`; degraded while any path is in another state (`down`,
 /// `stalled`, ...) or has no socket; else up.
 pub fn health(resp: &Value) -> Health {
+    if ether::is_ether(resp) {
+        return ether::health(resp);
+    }
     let null = Value::Null;
     let paths: &[Value] = resp
         .get("status")
@@ -87,6 +92,35 @@ pub fn health(resp: &Value) -> Health {
 
 fn u(v: &Value, k: &str) -> u64 {
     v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// `rows` (the first is the header) as aligned columns: the first `left` columns to the
+/// left, the others to the right.
+fn table(out: &mut String, rows: &[Vec<String>], left: usize) {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (s, w))| {
+                if c < left {
+                    format!("{s:<w$}")
+                } else {
+                    format!("{s:>w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
 }
 
 /// `12.3M`-style bit rate.
@@ -139,6 +173,9 @@ fn ms(us: u64) -> String {
 
 /// Render a `status` response (`{"ok":true,"interface":..,"status":{BondStatus},"io":[..]}`).
 pub fn render(resp: &Value) -> String {
+    if ether::is_ether(resp) {
+        return ether::render(resp);
+    }
     let null = Value::Null;
     let st = resp.get("status").unwrap_or(&null);
     let mut out = String::new();
@@ -204,24 +241,7 @@ pub fn render(resp: &Value) -> String {
                 .map_or_else(|| "never".to_owned(), age),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    for r in &rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (s, w))| {
-                if c < 2 {
-                    format!("{s:<w$}")
-                } else {
-                    format!("{s:>w$}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-    }
+    table(&mut out, &rows, 2);
     for i in io {
         if let Some(e) = i.get("error").and_then(Value::as_str) {
             let _ = writeln!(

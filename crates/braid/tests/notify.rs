@@ -6,6 +6,7 @@
 mod common;
 
 use std::os::unix::net::UnixDatagram;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -59,16 +60,13 @@ fn signal(child: &Child, sig: libc::c_int) {
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
 }
 
-#[test]
-fn ready_after_tun_and_sockets_reloading_and_stopping() {
-    let Some(_lock) = common::netns_or_skip("ready_after_tun_and_sockets_reloading_and_stopping")
-    else {
-        return;
-    };
+/// A namespace of its own (`braidtest-TAG-PID`, loopback up), a scratch directory with a
+/// config `n.toml` for a bond on loopback, and the bond's interface name.
+fn namespace(tag: &str) -> (Ns, std::path::PathBuf, String) {
     let pid = std::process::id();
-    let dir = common::scratch("notify");
-    let mut ns = Ns {
-        name: format!("braidtest-notify-{pid}"),
+    let dir = common::scratch(tag);
+    let ns = Ns {
+        name: format!("braidtest-{tag}-{pid}"),
         daemon: None,
     };
     assert!(Command::new("ip")
@@ -80,34 +78,110 @@ fn ready_after_tun_and_sockets_reloading_and_stopping() {
         .status
         .success());
     let iface = format!("bn{}", pid % 100_000);
-    let cfg = dir.join("n.toml");
-    let control = dir.join("n.sock");
     std::fs::write(
-        &cfg,
+        dir.join("n.toml"),
         format!(
             "[bond]\ninterface = \"{iface}\"\naddress = \"10.252.0.1/30\"\nencryption = \"none\"\n\
              [[path]]\nname = \"p0\"\nlocal = \"127.0.0.1:7311\"\nremote = \"127.0.0.1:7312\"\n"
         ),
     )
     .expect("write config");
+    (ns, dir, iface)
+}
+
+/// `braid up` in namespace `ns`, with a fake `NOTIFY_SOCKET` if given.
+fn up(ns: &str, cfg: &Path, control: &Path, notify: Option<&Path>) -> Child {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns])
+        .arg(common::braid())
+        .args(["up", "--config"])
+        .arg(cfg)
+        .arg("--control")
+        .arg(control)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    if let Some(n) = notify {
+        c.env("NOTIFY_SOCKET", n);
+    }
+    c.spawn().expect("start braid up")
+}
+
+/// Wait (at most 10 s) for `child` to exit; its status.
+fn exit_of(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "daemon did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn braid_down_stops_the_daemon_and_removes_its_interface() {
+    let Some(_lock) =
+        common::netns_or_skip("braid_down_stops_the_daemon_and_removes_its_interface")
+    else {
+        return;
+    };
+    let (mut ns, dir, iface) = namespace("down");
+    let control = dir.join("n.sock");
+    ns.daemon = Some(up(&ns.name, &dir.join("n.toml"), &control, None));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&control).is_err() {
+        assert!(Instant::now() < deadline, "no control socket within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = Command::new(common::braid())
+        .args(["down", "--control"])
+        .arg(&control)
+        .output()
+        .expect("braid down");
+    assert!(
+        out.status.success(),
+        "braid down: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "down\n");
+    let mut d = ns.daemon.take().expect("daemon");
+    assert!(exit_of(&mut d).success());
+    let link = in_ns(&ns.name, &["ip", "-o", "link", "show", "dev", &iface]);
+    assert!(
+        !link.status.success(),
+        "{iface} still there after braid down"
+    );
+    assert!(!control.exists(), "control socket left behind");
+    // Nothing answers any more: a second `braid down` says so.
+    let again = Command::new(common::braid())
+        .args(["down", "--control"])
+        .arg(&control)
+        .output()
+        .expect("braid down");
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is `braid up` running?"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ready_after_tun_and_sockets_reloading_and_stopping() {
+    let Some(_lock) = common::netns_or_skip("ready_after_tun_and_sockets_reloading_and_stopping")
+    else {
+        return;
+    };
+    let (mut ns, dir, iface) = namespace("notify");
+    let cfg = dir.join("n.toml");
+    let control = dir.join("n.sock");
     let notify_path = dir.join("notify.sock");
     let sock = UnixDatagram::bind(&notify_path).expect("bind the fake NOTIFY_SOCKET");
 
     let started = Instant::now();
-    ns.daemon = Some(
-        Command::new("ip")
-            .args(["netns", "exec", &ns.name])
-            .arg(common::braid())
-            .args(["up", "--config"])
-            .arg(&cfg)
-            .arg("--control")
-            .arg(&control)
-            .env("NOTIFY_SOCKET", &notify_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start braid up"),
-    );
+    ns.daemon = Some(up(&ns.name, &cfg, &control, Some(&notify_path)));
     let daemon = ns.daemon.as_ref().expect("just set");
     let msg = next(&sock, Duration::from_secs(10)).expect("READY=1 within 10 s");
     // At READY the TUN, the path's socket and the control socket are there (checked
@@ -162,14 +236,7 @@ fn ready_after_tun_and_sockets_reloading_and_stopping() {
     let msg = next(&sock, Duration::from_secs(10)).expect("STOPPING=1");
     assert!(msg.lines().any(|l| l == "STOPPING=1"), "{msg:?}");
     let mut d = ns.daemon.take().expect("daemon");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = d.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "daemon did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_of(&mut d);
     assert!(status.success(), "{status}");
     drop(ns);
     let _ = std::fs::remove_dir_all(&dir);

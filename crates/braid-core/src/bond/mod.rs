@@ -42,7 +42,7 @@ use crate::reorder::{Inserted, ReorderBuffer};
 use crate::sched::adaptive;
 use crate::sched::{Choice, PathState, Scheduler, SchedulerConfig};
 use crate::wire::{self, Header, Message, MessageType, DATA_HEADER_LEN};
-use crate::{Instant, PathId};
+use crate::{Frames, Instant, PathId};
 
 /// Most paths one bond carries.
 pub const MAX_PATHS: usize = 64;
@@ -75,8 +75,12 @@ pub struct BondConfig {
     /// Longest a packet may wait in braid's queue for its path before it is dropped
     /// (default 100 ms).
     pub queue_max_delay: Duration,
-    /// Largest IP packet carried (the TUN MTU).
+    /// Largest IP packet carried (the TUN's or TAP's MTU; a frame may be longer by its
+    /// Ethernet header and one VLAN tag, [`Frames::max_len`]).
     pub mtu: usize,
+    /// What the bond carries: IP packets (a TUN) or Ethernet frames (a TAP). Whatever
+    /// reads a packet as IP finds the IP packet inside a frame ([`Frames`]).
+    pub frames: Frames,
     /// Seed for randomised policies.
     pub seed: u64,
     /// Lower the MSS of TCP SYNs entering the bond so that full-size segments fit one
@@ -99,6 +103,7 @@ impl Default for BondConfig {
             equalize_max: Duration::from_millis(100),
             queue_max_delay: Duration::from_millis(100),
             mtu: 1400,
+            frames: Frames::Ip,
             seed: 0,
             mss_clamp: true,
             epoch: 0,
@@ -197,7 +202,7 @@ impl Bond {
     /// A bond with no paths.
     pub fn new(cfg: BondConfig, now: Instant) -> Self {
         Self {
-            scheduler: cfg.scheduler.build(cfg.seed, cfg.equalize_max),
+            scheduler: cfg.scheduler.build(cfg.seed, cfg.equalize_max, cfg.frames),
             links: Vec::new(),
             next_path_id: 0,
             next_seq: mix64(cfg.epoch),
@@ -208,7 +213,7 @@ impl Bond {
             reorder: ReorderBuffer::new(cfg.reorder_capacity),
             deadline: Deadline::new(cfg.reorder_max),
             pool: Vec::new(),
-            groups: FragmentGroups::default(),
+            groups: FragmentGroups::new(cfg.frames),
             states: Vec::new(),
             events: VecDeque::new(),
             counters: BondCounters::default(),
@@ -265,21 +270,25 @@ impl Bond {
         Ok(())
     }
 
-    /// A packet read from the TUN: through the shaper if there is one, then numbered and
-    /// queued on the path(s) the scheduler chooses.
+    /// A packet read from the TUN (a frame read from the TAP, as [`BondConfig::frames`]
+    /// says): through the shaper if there is one, then numbered and queued on the path(s)
+    /// the scheduler chooses.
     pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
         self.now = now;
         self.counters.tun_rx += 1;
-        if packet.len() > self.cfg.mtu || packet.is_empty() {
+        let frames = self.cfg.frames;
+        let len = packet.len();
+        if len > frames.max_len(self.cfg.mtu) || len < frames.min_len() || len == 0 {
             self.counters.drop_too_big += 1;
             return;
         }
-        // A SYN is small: look at small packets only, on a copy.
-        let mut small = [0u8; 128];
+        // A SYN is small: look at small packets only, on a copy (room for an IPv6 SYN
+        // with 40 bytes of options in a tagged frame).
+        let mut small = [0u8; 160];
         let packet = match (self.mss_room(), small.get_mut(..packet.len())) {
             (Some(room), Some(copy)) => {
                 copy.copy_from_slice(packet);
-                if mss::clamp(copy, room) {
+                if mss::clamp(frames, copy, room) {
                     self.counters.mss_clamped += 1;
                     &*copy
                 } else {
@@ -293,8 +302,8 @@ impl Bond {
         }
     }
 
-    /// The largest IP packet that goes whole on every path, when MSS clamping is on and
-    /// some path has a datagram limit.
+    /// The largest packet (IP packet, or frame with its header) that goes whole on every
+    /// path, when MSS clamping is on and some path has a datagram limit.
     fn mss_room(&self) -> Option<usize> {
         if !self.cfg.mss_clamp {
             return None;
@@ -313,7 +322,7 @@ impl Bond {
             self.counters.drop_fragment_group += 1;
             return;
         }
-        let segment = retransmit::segment_key(packet);
+        let segment = retransmit::segment_key(self.cfg.frames, packet);
         if segment.is_some_and(|key| self.holds_segment(key)) {
             self.counters.drop_redundant_retransmit += 1;
             return;
@@ -624,7 +633,7 @@ impl Bond {
         payload: &[u8],
         wire_len: usize,
     ) {
-        let mtu = self.cfg.mtu;
+        let mtu = self.cfg.frames.max_len(self.cfg.mtu);
         let link = &mut self.links[i];
         link.rx.on_data(now, path_seq, header.timestamp, wire_len);
         let Some(kind) = link.joiner.add(seq, part, parts, kind, payload, mtu) else {
@@ -646,9 +655,10 @@ impl Bond {
         payload: &[u8],
         ordered: bool,
     ) {
-        if payload.len() > self.cfg.mtu {
+        let frames = self.cfg.frames;
+        if payload.len() > frames.max_len(self.cfg.mtu) || payload.len() < frames.min_len() {
             // Larger than anything the peer may send: it would only grow the reorder
-            // buffer's slots.
+            // buffer's slots. (Or a frame shorter than its header: no TAP takes it.)
             self.counters.drop_rx_too_big += 1;
             return;
         }
@@ -661,7 +671,7 @@ impl Bond {
         link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| seq_max(m, seq)));
         link.owd.sample(now, rel);
         let (deadline, release) = if ordered {
-            let hold = if adaptive::skips_equalization(payload) {
+            let hold = if adaptive::skips_equalization(self.cfg.frames, payload) {
                 Duration::ZERO
             } else {
                 equalize::hold(self.equalize_target(), rel)
@@ -762,7 +772,8 @@ impl Bond {
 
     /// The next datagram to send, written into `buf`: probe answers, acks and probes
     /// first, then data as each path's pacing allows. `buf` must hold `mtu +
-    /// DATA_HEADER_LEN` bytes; a smaller one gets only control messages.
+    /// DATA_HEADER_LEN` bytes (frames: [`Frames::max_len`] of the MTU); a smaller one gets
+    /// only control messages.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.now = now;
         if self.shaper.is_some() {
@@ -1001,7 +1012,7 @@ impl Bond {
         if up.clone().count() < 2 {
             return Duration::ZERO;
         }
-        let frame = self.cfg.mtu as u64 + DATA_HEADER_LEN as u64;
+        let frame = self.cfg.frames.max_len(self.cfg.mtu) as u64 + DATA_HEADER_LEN as u64;
         up.filter_map(|l| l.line_time(2 * frame))
             .max()
             .map_or(Duration::ZERO, |frames| self.cfg.queue_max_delay + frames)
@@ -1055,6 +1066,8 @@ fn mix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+#[cfg(test)]
+mod frames_tests;
 #[cfg(test)]
 mod restart_tests;
 #[cfg(test)]

@@ -9,14 +9,30 @@
 //! connection are covered. `bond.mss_clamp = false` turns it off.
 //!
 //! Only a plain IPv4 packet (any options, not a fragment) or an IPv6 packet whose next
-//! header is TCP is looked at; the TCP checksum is recomputed over the pseudo-header.
+//! header is TCP is looked at; the TCP checksum is recomputed over the pseudo-header. In
+//! an Ethernet frame that is the IP packet after the header (and a VLAN tag,
+//! [`Frames::ip_offset`]); a frame of another EtherType is never touched, whatever its
+//! bytes look like.
 
 use crate::flow::proto::TCP;
 use crate::wire::ip::{IpPacket, TcpPacket};
+use crate::Frames;
 
-/// If `packet` is a TCP SYN whose MSS option asks for segments larger than fit in
-/// `room` bytes of IP packet, lower the MSS to fit and fix the checksum. True if changed.
-pub(crate) fn clamp(packet: &mut [u8], room: usize) -> bool {
+/// If `packet` (an IP packet or a frame, as `frames` says) carries a TCP SYN whose MSS
+/// option asks for segments larger than fit in `room` bytes of packet (a frame's header
+/// included), lower the MSS to fit and fix the checksum. True if changed.
+pub(crate) fn clamp(frames: Frames, packet: &mut [u8], room: usize) -> bool {
+    let Some(at) = frames.ip_offset(packet) else {
+        return false;
+    };
+    match packet.get_mut(at..) {
+        Some(ip) => clamp_ip(ip, room.saturating_sub(at)),
+        None => false,
+    }
+}
+
+/// [`clamp`] for an IP packet with `room` bytes of IP packet.
+fn clamp_ip(packet: &mut [u8], room: usize) -> bool {
     let Some((ip_len, tcp_at, pseudo)) = tcp_of(packet) else {
         return false;
     };
@@ -118,6 +134,7 @@ fn checksum(pseudo: u32, segment: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frames::test_frames::{arp, ip_frame, lookalike};
 
     /// A SYN from 10.0.0.1:40000 to 10.0.0.2:5201 with a NOP, then MSS `mss`, then
     /// SACK-permitted; its checksum right.
@@ -154,12 +171,12 @@ mod tests {
         let mut p = syn4(1460);
         assert!(valid(&p));
         // 1420 bytes of IP packet fit a sealed IPv4 datagram: MSS 1380.
-        assert!(clamp(&mut p, 1420));
+        assert!(clamp(Frames::Ip, &mut p, 1420));
         assert_eq!(&p[41..47], &[2, 4, 0x05, 0x64, 4, 2]);
         assert!(valid(&p), "checksum recomputed");
         // Already small enough: untouched.
         let mut q = syn4(1200);
-        assert!(!clamp(&mut q, 1420));
+        assert!(!clamp(Frames::Ip, &mut q, 1420));
         assert_eq!(q, syn4(1200));
     }
 
@@ -167,25 +184,25 @@ mod tests {
     fn only_syns_of_unfragmented_tcp_are_touched() {
         let mut ack = syn4(1460);
         ack[33] = 0x10;
-        assert!(!clamp(&mut ack, 1420));
+        assert!(!clamp(Frames::Ip, &mut ack, 1420));
         let mut frag = syn4(1460);
         frag[7] = 1;
-        assert!(!clamp(&mut frag, 1420));
+        assert!(!clamp(Frames::Ip, &mut frag, 1420));
         let mut udp = syn4(1460);
         udp[9] = 17;
-        assert!(!clamp(&mut udp, 1420));
+        assert!(!clamp(Frames::Ip, &mut udp, 1420));
         // Truncated or garbage: no panic, no change.
         for n in 0..48 {
             let mut p = syn4(1460)[..n].to_vec();
             let before = p.clone();
-            clamp(&mut p, 1420);
+            clamp(Frames::Ip, &mut p, 1420);
             assert_eq!(p, before, "{n}");
         }
     }
 
-    #[test]
-    fn ipv6_syns_are_clamped_by_their_longer_header() {
-        let v4 = syn4(1460);
+    /// [`syn4`]'s segment from ::1 to ::2.
+    fn syn6(mss: u16) -> Vec<u8> {
+        let v4 = syn4(mss);
         let mut p = vec![0u8; 40];
         p[0] = 0x60;
         p[4..6].copy_from_slice(&28u16.to_be_bytes());
@@ -197,10 +214,58 @@ mod tests {
         p[56..58].copy_from_slice(&[0, 0]);
         let sum = checksum(pseudo6(&p, 28), &p[40..]);
         p[56..58].copy_from_slice(&sum.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn ipv6_syns_are_clamped_by_their_longer_header() {
+        let mut p = syn6(1460);
         assert!(valid(&p));
-        assert!(clamp(&mut p, 1400));
+        assert!(clamp(Frames::Ip, &mut p, 1400));
         // 1400 - 40 - 20 = 1340.
         assert_eq!(u16::from_be_bytes([p[63], p[64]]), 1340);
         assert!(valid(&p));
+    }
+
+    /// In a frame (with or without a tag) the IP packet's SYN is clamped where it is,
+    /// for the room left after the frame's header, and the frame's header is left alone.
+    #[test]
+    fn a_syn_in_a_frame_is_clamped_in_its_ip_packet() {
+        for vlan in [false, true] {
+            let at = if vlan { 18 } else { 14 };
+            for ip in [syn4(1460), syn6(1460)] {
+                let mut f = ip_frame(&ip, vlan);
+                // The same room for the IP packet as 1420 bytes of TUN packet.
+                assert!(clamp(Frames::Ethernet, &mut f, 1420 + at), "vlan {vlan}");
+                let mut want = ip.clone();
+                assert!(clamp(Frames::Ip, &mut want, 1420));
+                assert_eq!(&f[..at], &ip_frame(&ip, vlan)[..at], "header untouched");
+                assert_eq!(&f[at..], &want[..], "vlan {vlan}");
+                assert!(valid(&f[at..]), "checksum recomputed");
+            }
+        }
+    }
+
+    /// A frame that carries no IP is never rewritten, even one whose bytes from the start
+    /// read as an IPv4 SYN (0x45 first): as a TUN packet it would be clamped.
+    #[test]
+    fn a_frame_without_ip_is_never_touched() {
+        let syn = syn4(1460);
+        assert!(clamp(Frames::Ip, &mut syn.clone(), 1420));
+        let mut f = lookalike(&syn);
+        assert!(!clamp(Frames::Ethernet, &mut f, 1420));
+        assert_eq!(f, syn, "unchanged");
+        for vlan in [false, true] {
+            let mut a = arp(vlan);
+            assert!(!clamp(Frames::Ethernet, &mut a, 1420));
+            assert_eq!(a, arp(vlan));
+            // Cut anywhere: no panic, no change.
+            let whole = ip_frame(&syn, vlan);
+            for n in 0..whole.len() {
+                let mut p = whole[..n].to_vec();
+                assert!(!clamp(Frames::Ethernet, &mut p, 1420), "cut at {n}");
+                assert_eq!(p, whole[..n]);
+            }
+        }
     }
 }

@@ -15,7 +15,8 @@ impl Bond {
     }
 
     /// Apply new settings at run time. `mtu` and `reorder_capacity` size buffers and are
-    /// kept as they are (the program refuses to change them); so is `epoch`, this run's
+    /// kept as they are (the program refuses to change them), as is `frames` (a TUN does
+    /// not become a TAP); so is `epoch`, this run's
     /// identity (a new one would tell the peer this end restarted). A new scheduler (or new
     /// options, seed or equalisation) starts fresh on the same paths: it learns which are
     /// up at its first choice, as a scheduler does at start. For active-backup, `primary`
@@ -23,13 +24,14 @@ impl Bond {
     pub fn reconfigure(&mut self, now: Instant, mut cfg: BondConfig) {
         self.now = now;
         cfg.mtu = self.cfg.mtu;
+        cfg.frames = self.cfg.frames;
         cfg.reorder_capacity = self.cfg.reorder_capacity;
         cfg.epoch = self.cfg.epoch;
         if cfg.scheduler != self.cfg.scheduler
             || cfg.seed != self.cfg.seed
             || cfg.equalize_max != self.cfg.equalize_max
         {
-            self.scheduler = cfg.scheduler.build(cfg.seed, cfg.equalize_max);
+            self.scheduler = cfg.scheduler.build(cfg.seed, cfg.equalize_max, cfg.frames);
             for l in &self.links {
                 self.scheduler.path_added(now, l.id);
             }

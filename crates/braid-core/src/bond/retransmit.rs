@@ -19,14 +19,17 @@ use core::num::NonZeroU64;
 
 use crate::flow::proto::TCP;
 use crate::wire::ip::{tcp_flags, IpPacket, Ipv6Packet, TcpPacket};
+use crate::Frames;
 
 /// Packets at the head of each path's queue compared with a retransmission.
 pub(crate) const SCAN: usize = 64;
 
 /// A TCP segment's identity, or `None` for anything that is not a TCP segment carrying
-/// data (pure acks, SYN, RST, fragments, non-TCP, IPv6 with extension headers, and
-/// anything malformed).
-pub(crate) fn segment_key(packet: &[u8]) -> Option<NonZeroU64> {
+/// data (pure acks, SYN, RST, fragments, non-TCP, IPv6 with extension headers, a frame
+/// that carries no IP, and anything malformed). `packet` is an IP packet or a frame, as
+/// `frames` says; a frame's key is its IP packet's (its MACs and tag do not count).
+pub(crate) fn segment_key(frames: Frames, packet: &[u8]) -> Option<NonZeroU64> {
+    let packet = frames.ip_packet(packet)?;
     // The addresses, the TCP header and the IP packet's length (its length field, capped
     // at the bytes there are).
     let ip = IpPacket::new_checked(packet).ok()?;
@@ -71,6 +74,7 @@ pub(crate) fn segment_key(packet: &[u8]) -> Option<NonZeroU64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frames::test_frames::{arp, ip_frame, lookalike};
 
     /// An IPv4 TCP segment with a `doff`-word TCP header and `payload` bytes.
     fn v4(seq: u32, payload: usize, flags: u8, doff: u8) -> Vec<u8> {
@@ -89,40 +93,90 @@ mod tests {
         b[28..32].copy_from_slice(&7u32.to_be_bytes()); // ack number
         b[33] = 0x18; // PSH
         b[34] = 0x40; // window
-        assert!(segment_key(&a).is_some());
-        assert_eq!(segment_key(&a), segment_key(&b));
+        assert!(segment_key(Frames::Ip, &a).is_some());
+        assert_eq!(segment_key(Frames::Ip, &a), segment_key(Frames::Ip, &b));
     }
 
     #[test]
     fn different_segments_differ() {
-        let base = segment_key(&v4(1000, 1348, 0x10, 5));
-        assert_ne!(base, segment_key(&v4(2348, 1348, 0x10, 5)), "sequence");
-        assert_ne!(base, segment_key(&v4(1000, 1000, 0x10, 5)), "length");
-        assert_ne!(base, segment_key(&v4(1000, 1348, 0x11, 5)), "FIN");
+        let base = segment_key(Frames::Ip, &v4(1000, 1348, 0x10, 5));
+        assert_ne!(
+            base,
+            segment_key(Frames::Ip, &v4(2348, 1348, 0x10, 5)),
+            "sequence"
+        );
+        assert_ne!(
+            base,
+            segment_key(Frames::Ip, &v4(1000, 1000, 0x10, 5)),
+            "length"
+        );
+        assert_ne!(
+            base,
+            segment_key(Frames::Ip, &v4(1000, 1348, 0x11, 5)),
+            "FIN"
+        );
         let mut port = v4(1000, 1348, 0x10, 5);
         port[21] ^= 1;
-        assert_ne!(base, segment_key(&port), "port");
+        assert_ne!(base, segment_key(Frames::Ip, &port), "port");
         let mut addr = v4(1000, 1348, 0x10, 5);
         addr[19] = 3;
-        assert_ne!(base, segment_key(&addr), "address");
+        assert_ne!(base, segment_key(Frames::Ip, &addr), "address");
     }
 
     #[test]
     fn no_key_without_data() {
-        assert_eq!(segment_key(&v4(1, 0, 0x10, 5)), None, "pure ack");
-        assert_eq!(segment_key(&v4(1, 0, 0x02, 5)), None, "SYN");
-        assert_eq!(segment_key(&v4(1, 10, 0x04, 5)), None, "RST");
-        assert_eq!(segment_key(&v4(1, 0, 0x10, 8)), None, "ack with timestamps");
+        assert_eq!(
+            segment_key(Frames::Ip, &v4(1, 0, 0x10, 5)),
+            None,
+            "pure ack"
+        );
+        assert_eq!(segment_key(Frames::Ip, &v4(1, 0, 0x02, 5)), None, "SYN");
+        assert_eq!(segment_key(Frames::Ip, &v4(1, 10, 0x04, 5)), None, "RST");
+        assert_eq!(
+            segment_key(Frames::Ip, &v4(1, 0, 0x10, 8)),
+            None,
+            "ack with timestamps"
+        );
         assert!(
-            segment_key(&v4(1, 1, 0x10, 8)).is_some(),
+            segment_key(Frames::Ip, &v4(1, 1, 0x10, 8)).is_some(),
             "one byte after options"
         );
         let mut frag = v4(1, 100, 0x10, 5);
         frag[6] = 0x20; // more fragments
-        assert_eq!(segment_key(&frag), None);
+        assert_eq!(segment_key(Frames::Ip, &frag), None);
         let mut udp = v4(1, 100, 0x10, 5);
         udp[9] = 17;
-        assert_eq!(segment_key(&udp), None);
+        assert_eq!(segment_key(Frames::Ip, &udp), None);
+    }
+
+    /// A TCP/IPv6 segment of 100 bytes from ::1 to ::2 (20-byte TCP header).
+    fn v6() -> Vec<u8> {
+        let mut p = vec![0u8; 40 + 20 + 100];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&120u16.to_be_bytes());
+        p[6] = TCP;
+        p[23] = 1;
+        p[39] = 2;
+        p[40 + 12] = 5 << 4;
+        p[40 + 13] = 0x10;
+        p
+    }
+
+    /// A frame's key is its IP packet's, with or without a tag; a frame that carries no
+    /// IP (ARP, or bytes that read as IPv4 from the frame's start) has none.
+    #[test]
+    fn a_frame_is_keyed_by_its_ip_packet() {
+        for ip in [v4(1000, 1348, 0x10, 5), v6()] {
+            let key = segment_key(Frames::Ip, &ip);
+            assert!(key.is_some());
+            for vlan in [false, true] {
+                let f = ip_frame(&ip, vlan);
+                assert_eq!(segment_key(Frames::Ethernet, &f), key, "vlan {vlan}");
+                assert_eq!(segment_key(Frames::Ethernet, &arp(vlan)), None);
+            }
+        }
+        let ip = v4(1000, 1348, 0x10, 5);
+        assert_eq!(segment_key(Frames::Ethernet, &lookalike(&ip)), None);
     }
 
     #[test]
@@ -136,31 +190,31 @@ mod tests {
         p[39] = 1;
         p[40 + 12] = 5 << 4;
         p[40 + 13] = 0x10;
-        let k = segment_key(&p);
+        let k = segment_key(Frames::Ip, &p);
         assert!(k.is_some());
         p[40 + 7] = 1; // sequence number
-        assert_ne!(segment_key(&p), k);
+        assert_ne!(segment_key(Frames::Ip, &p), k);
         p[6] = 0; // hop-by-hop options first: not looked into
-        assert_eq!(segment_key(&p), None);
+        assert_eq!(segment_key(Frames::Ip, &p), None);
     }
 
     #[test]
     fn malformed_input_is_no_segment() {
         let good = v4(1000, 100, 0x10, 5);
         for n in 0..good.len() - 100 {
-            assert_eq!(segment_key(&good[..n]), None, "cut at {n}");
+            assert_eq!(segment_key(Frames::Ip, &good[..n]), None, "cut at {n}");
         }
         let mut short_doff = good.clone();
         short_doff[32] = 4 << 4;
-        assert_eq!(segment_key(&short_doff), None);
+        assert_eq!(segment_key(Frames::Ip, &short_doff), None);
         let mut short_ihl = good.clone();
         short_ihl[0] = 0x44;
-        assert_eq!(segment_key(&short_ihl), None);
+        assert_eq!(segment_key(Frames::Ip, &short_ihl), None);
         let mut lying_total = good.clone();
         lying_total[2..4].copy_from_slice(&30u16.to_be_bytes());
-        assert_eq!(segment_key(&lying_total), None);
+        assert_eq!(segment_key(Frames::Ip, &lying_total), None);
         for bytes in [&[][..], &[0x45], &[0xff; 64], &[0x60; 39]] {
-            assert_eq!(segment_key(bytes), None);
+            assert_eq!(segment_key(Frames::Ip, bytes), None);
         }
     }
 }

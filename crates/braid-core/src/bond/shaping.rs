@@ -30,7 +30,11 @@ const RELEASE_BATCH: usize = 256;
 impl Bond {
     /// Put a shaper on the bond's egress (`None` removes it; queued packets are lost).
     /// `auto_rate`: follow the paths' measured capacity ([`AUTO_HEADROOM`]).
-    pub fn set_shaper(&mut self, now: Instant, shaper: Option<Shaper>, auto_rate: bool) {
+    /// The shaper is told what the bond's packets are ([`Shaper::set_frames`]).
+    pub fn set_shaper(&mut self, now: Instant, mut shaper: Option<Shaper>, auto_rate: bool) {
+        if let Some(s) = &mut shaper {
+            s.set_frames(self.cfg.frames);
+        }
         self.shaper = shaper;
         self.shaper_auto = auto_rate;
         self.refresh_link_rate(now);
@@ -65,7 +69,7 @@ impl Bond {
             return;
         };
         let mut buf = core::mem::take(&mut self.shape_buf);
-        buf.resize(self.cfg.mtu.max(1), 0);
+        buf.resize(self.cfg.frames.max_len(self.cfg.mtu).max(1), 0);
         for _ in 0..RELEASE_BATCH {
             if shaper.backlog_packets() == 0 || !self.has_room() {
                 break;

@@ -73,7 +73,8 @@ pub struct BondCounters {
     /// Dropped: an IP fragment whose datagram already lost another fragment here (the
     /// rest of it would be sent for nothing; `braid_core::fragments`).
     pub drop_fragment_group: u64,
-    /// Dropped: too large for the MTU.
+    /// Dropped: too large for the MTU (a frame: the MTU plus its header and one VLAN
+    /// tag), or empty (a frame: shorter than its Ethernet header).
     pub drop_too_big: u64,
     /// Dropped: a TCP retransmission of a segment still in a path's queue (the queued
     /// copy goes out; see `bond/retransmit.rs`).
@@ -84,7 +85,8 @@ pub struct BondCounters {
     pub bad_datagram: u64,
     /// Datagrams for a path the bond does not know.
     pub unknown_path: u64,
-    /// Data datagrams whose payload is larger than the bond's MTU (dropped).
+    /// Data datagrams whose payload is larger than the bond's MTU, or (frames) shorter
+    /// than an Ethernet header (dropped).
     pub drop_rx_too_big: u64,
     /// Data datagrams held somewhere through an outage of their path (a dead link's ARP
     /// queue keeps what was sent into it): more than 1 s (`bond::HELD_AFTER_DOWN`) later

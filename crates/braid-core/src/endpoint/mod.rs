@@ -661,4 +661,6 @@ fn push_reply(replies: &mut VecDeque<Reply>, path: PathId, to: Option<SocketAddr
 }
 
 #[cfg(test)]
+mod frames_tests;
+#[cfg(test)]
 mod tests;

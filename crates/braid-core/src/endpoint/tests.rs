@@ -20,7 +20,7 @@ fn seal_config(sealing: Sealing, tag: u64) -> SealConfig {
 }
 
 /// The two ends' configs: with keys (each end's own key pair) or without.
-fn configs(sealed: bool) -> (EndpointConfig, EndpointConfig) {
+pub(super) fn configs(sealed: bool) -> (EndpointConfig, EndpointConfig) {
     let (ka, kb) = (
         PrivateKey::generate(&mut OsRng),
         PrivateKey::generate(&mut OsRng),

@@ -38,7 +38,7 @@ use core::time::Duration;
 use crate::flow::proto::TCP;
 use crate::sched::{Choice, PathState, Scheduler};
 use crate::wire::ip::{IpPacket, TcpPacket};
-use crate::Instant;
+use crate::{Frames, Instant};
 
 /// The rate assumed for a path whose speed is unknown: low, so that such a path gets a
 /// probing share of the traffic rather than a large one.
@@ -55,7 +55,12 @@ pub(crate) const SMALL_PACKET: usize = 128;
 /// (pings, DNS). TCP segments that carry data, or SYN, are held like the rest: a
 /// connection's first RTT samples (its handshake, a short first message) must be no
 /// shorter than its bulk data's, since TCP's slow start ends when the RTT grows.
-pub fn skips_equalization(packet: &[u8]) -> bool {
+/// `packet` is an IP packet or a frame, as `frames` says: a frame's IP packet is looked
+/// at (its size too), and a frame that carries none goes by its own size.
+pub fn skips_equalization(frames: Frames, packet: &[u8]) -> bool {
+    let Some(packet) = frames.ip_packet(packet) else {
+        return packet.len() <= SMALL_PACKET;
+    };
     if packet.len() > SMALL_PACKET {
         return false;
     }
@@ -106,6 +111,7 @@ pub(crate) struct Adaptive {
     default_rate_bps: u64,
     /// The receiver equalises delays up to this spread (zero: it does not).
     equalize: Duration,
+    frames: Frames,
 }
 
 impl Default for Adaptive {
@@ -120,7 +126,13 @@ impl Adaptive {
         Self {
             default_rate_bps: DEFAULT_RATE_BPS,
             equalize: Duration::ZERO,
+            frames: Frames::Ip,
         }
+    }
+
+    /// The same, for packets that are `frames`.
+    pub(crate) fn with_frames(self, frames: Frames) -> Self {
+        Self { frames, ..self }
     }
 
     #[cfg(test)]
@@ -128,7 +140,7 @@ impl Adaptive {
     pub(crate) fn with_default_rate(default_rate_bps: u64) -> Self {
         Self {
             default_rate_bps: default_rate_bps.max(1),
-            equalize: Duration::ZERO,
+            ..Self::new()
         }
     }
 
@@ -182,7 +194,7 @@ impl Scheduler for Adaptive {
         // Arrivals before the equalised delay (give or take a slack for the estimates'
         // noise) all count as arriving at it; among those the path whose queue frees
         // soonest wins, so load spreads by capacity.
-        let floor = if skips_equalization(packet) {
+        let floor = if skips_equalization(self.frames, packet) {
             Duration::ZERO
         } else {
             self.equalized_delay(paths)
@@ -363,29 +375,59 @@ mod tests {
 
     #[test]
     fn only_pure_acks_and_small_non_tcp_skip_equalization() {
-        assert!(skips_equalization(&tcp4(0x10, 0)), "pure ack");
-        assert!(!skips_equalization(&tcp4(0x02, 0)), "SYN");
-        assert!(!skips_equalization(&tcp4(0x12, 0)), "SYN-ACK");
+        assert!(skips_equalization(Frames::Ip, &tcp4(0x10, 0)), "pure ack");
+        assert!(!skips_equalization(Frames::Ip, &tcp4(0x02, 0)), "SYN");
+        assert!(!skips_equalization(Frames::Ip, &tcp4(0x12, 0)), "SYN-ACK");
         assert!(
-            !skips_equalization(&tcp4(0x18, 36)),
+            !skips_equalization(Frames::Ip, &tcp4(0x18, 36)),
             "a short first message"
         );
-        assert!(!skips_equalization(&[0x45; 1400]), "bulk");
+        assert!(!skips_equalization(Frames::Ip, &[0x45; 1400]), "bulk");
         let mut ping = vec![0u8; 84];
         ping[0] = 0x45;
         ping[9] = 1;
-        assert!(skips_equalization(&ping));
+        assert!(skips_equalization(Frames::Ip, &ping));
         let mut ack6 = vec![0u8; 60];
         ack6[0] = 0x60;
         ack6[6] = 6;
         ack6[52] = 5 << 4;
         ack6[53] = 0x10;
-        assert!(skips_equalization(&ack6));
+        assert!(skips_equalization(Frames::Ip, &ack6));
         ack6[53] = 0x02;
-        assert!(!skips_equalization(&ack6));
+        assert!(!skips_equalization(Frames::Ip, &ack6));
         // Truncated headers are not worth holding: never a panic.
-        assert!(skips_equalization(&[0x45, 0, 0, 0, 0, 0, 0, 0, 0, 6]));
-        assert!(skips_equalization(&[]));
+        assert!(skips_equalization(
+            Frames::Ip,
+            &[0x45, 0, 0, 0, 0, 0, 0, 0, 0, 6]
+        ));
+        assert!(skips_equalization(Frames::Ip, &[]));
+    }
+
+    /// In a frame the IP packet decides, as it would from a TUN: a pure ack or a ping
+    /// skips, a SYN or data does not, with or without a tag. A frame without IP goes by
+    /// its size: a small ARP skips; bytes that read as a SYN from the frame's first byte
+    /// are no SYN.
+    #[test]
+    fn frames_skip_equalization_by_their_ip_packet() {
+        use crate::frames::test_frames::{arp, frame, ip_frame, lookalike};
+        let mut syn = tcp4(0x02, 0);
+        syn[12] = 10;
+        for vlan in [false, true] {
+            let skips = |p: &[u8]| skips_equalization(Frames::Ethernet, &ip_frame(p, vlan));
+            assert!(skips(&tcp4(0x10, 0)), "pure ack");
+            assert!(!skips(&syn), "SYN");
+            assert!(!skips(&tcp4(0x18, 36)), "data");
+            // 128 bytes of IP packet are small, whatever the frame's header adds.
+            let mut ping = vec![0u8; SMALL_PACKET];
+            ping[0] = 0x45;
+            ping[9] = 1;
+            assert!(skips(&ping));
+            assert!(skips_equalization(Frames::Ethernet, &arp(vlan)));
+        }
+        assert!(skips_equalization(Frames::Ethernet, &lookalike(&syn)));
+        assert!(!skips_equalization(Frames::Ip, &syn));
+        let big = frame(0x88b5, false, &[0; 200]);
+        assert!(!skips_equalization(Frames::Ethernet, &big), "large, not IP");
     }
 
     #[test]

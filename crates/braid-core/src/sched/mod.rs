@@ -10,7 +10,7 @@
 
 use core::time::Duration;
 
-use crate::{Instant, PathId};
+use crate::{Frames, Instant, PathId};
 
 mod active_backup;
 pub use self::active_backup::{Options as ActiveBackupOptions, Reselect};
@@ -87,8 +87,9 @@ pub trait Scheduler: Send + core::fmt::Debug {
     /// The policy's config name (`eql`, `round-robin`, ...).
     fn name(&self) -> &'static str;
 
-    /// Choose the path(s) for one packet. `packet` is the IP packet as read from the TUN
-    /// (policies that hash read its headers). `paths` lists every path of the bond in the
+    /// Choose the path(s) for one packet. `packet` is the IP packet as read from the TUN,
+    /// or the Ethernet frame as read from a TAP (the [`crate::Frames`] the scheduler was
+    /// built for; policies that hash or look at headers read them). `paths` lists every path of the bond in the
     /// order they were added; unusable paths are included with `usable == false`.
     fn choose(&mut self, now: Instant, packet: &[u8], paths: &[PathState]) -> Choice;
 
@@ -150,20 +151,22 @@ pub enum SchedulerConfig {
 impl SchedulerConfig {
     /// Build the scheduler. `seed` feeds policies that need randomness (round-robin with
     /// `packets_per_path = 0`); `equalize` is the bond's delay-equalisation spread
-    /// (`adaptive` schedules for it).
-    pub fn build(&self, seed: u64, equalize: Duration) -> Box<dyn Scheduler> {
+    /// (`adaptive` schedules for it); `frames` says what the packets are.
+    pub fn build(&self, seed: u64, equalize: Duration, frames: Frames) -> Box<dyn Scheduler> {
         match self {
             SchedulerConfig::Eql => Box::new(eql::Eql::new()),
             SchedulerConfig::RoundRobin { packets_per_path } => {
-                Box::new(round_robin::RoundRobin::new(*packets_per_path, seed))
+                Box::new(round_robin::RoundRobin::new(*packets_per_path, seed).with_frames(frames))
             }
             SchedulerConfig::Weighted => Box::new(weighted::Weighted::new()),
             SchedulerConfig::ActiveBackup(opts) => {
                 Box::new(active_backup::ActiveBackup::new(opts.clone()))
             }
-            SchedulerConfig::Xor { hash } => Box::new(xor::Xor::new(*hash)),
+            SchedulerConfig::Xor { hash } => Box::new(xor::Xor::new(*hash).with_frames(frames)),
             SchedulerConfig::Broadcast => Box::new(broadcast::Broadcast),
-            SchedulerConfig::Adaptive => Box::new(adaptive::Adaptive::with_equalize(equalize)),
+            SchedulerConfig::Adaptive => {
+                Box::new(adaptive::Adaptive::with_equalize(equalize).with_frames(frames))
+            }
         }
     }
 

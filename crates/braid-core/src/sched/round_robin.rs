@@ -8,14 +8,15 @@
 //!
 //! Then `bond_get_slave_by_id(id % slave_cnt)`: count `slave_cnt` over *all* slaves,
 //! start at that index and walk forward, wrapping, to the first slave that can transmit.
-//! IPv4 IGMP does not advance the counter and goes to the current active slave.
+//! IPv4 IGMP does not advance the counter and goes to the current active slave (in a
+//! frame: the IPv4 packet after its header and tag, as bonding sees it).
 //!
 //! braid has one counter (the kernel's is per CPU) and uses its own seeded PRNG
 //! (splitmix64) for the random case, so a run is reproducible.
 
 use crate::sched::{Choice, PathState, Scheduler};
 use crate::wire::ip::Ipv4Packet;
-use crate::{Instant, PathId};
+use crate::{Frames, Instant, PathId};
 
 /// IP protocol number of IGMP.
 const IGMP: u8 = 2;
@@ -46,6 +47,7 @@ pub(super) struct RoundRobin {
     rng: SplitMix64,
     /// Where IGMP goes (bonding's `curr_active_slave`): kept while it can transmit.
     igmp_active: Option<PathId>,
+    frames: Frames,
 }
 
 impl Default for RoundRobin {
@@ -63,7 +65,13 @@ impl RoundRobin {
             counter: 0,
             rng: SplitMix64(seed),
             igmp_active: None,
+            frames: Frames::Ip,
         }
+    }
+
+    /// The same, for packets that are `frames`.
+    pub(super) fn with_frames(self, frames: Frames) -> Self {
+        Self { frames, ..self }
     }
 
     /// `bond_rr_gen_slave_id`.
@@ -88,9 +96,11 @@ fn slave_by_id(paths: &[PathState], start: usize) -> Option<PathId> {
     tail.iter().chain(head).find(|p| p.usable).map(|p| p.id)
 }
 
-/// An IPv4 packet carrying IGMP (protocol 2).
-fn is_igmp(packet: &[u8]) -> bool {
-    Ipv4Packet::new_checked(packet).is_ok_and(|ip| ip.protocol() == IGMP)
+/// An IPv4 packet carrying IGMP (protocol 2), or a frame carrying one.
+fn is_igmp(frames: Frames, packet: &[u8]) -> bool {
+    frames
+        .ip_packet(packet)
+        .is_some_and(|ip| Ipv4Packet::new_checked(ip).is_ok_and(|ip| ip.protocol() == IGMP))
 }
 
 impl Scheduler for RoundRobin {
@@ -99,7 +109,7 @@ impl Scheduler for RoundRobin {
     }
 
     fn choose(&mut self, _now: Instant, packet: &[u8], paths: &[PathState]) -> Choice {
-        if is_igmp(packet) {
+        if is_igmp(self.frames, packet) {
             let keep = self
                 .igmp_active
                 .filter(|id| paths.iter().any(|p| p.id == *id && p.usable));
@@ -213,10 +223,38 @@ mod tests {
         assert_eq!(run(&mut rr, &ps, 1), vec![0]);
         // Truncated or IPv6 packets are not IGMP.
         assert_eq!(run(&mut rr, &ps, 1), vec![1]);
-        assert!(!is_igmp(&igmp[..19]));
-        assert!(!is_igmp(&[
-            0x60, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-        ]));
+        assert!(!is_igmp(Frames::Ip, &igmp[..19]));
+        assert!(!is_igmp(
+            Frames::Ip,
+            &[0x60, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        ));
+    }
+
+    /// Over frames, IGMP is the IPv4 packet after the header (and tag): it goes to the
+    /// active path without counting; an ARP frame, or one whose bytes read as IGMP from
+    /// its first byte, is counted as any other frame.
+    #[test]
+    fn igmp_in_frames() {
+        use crate::frames::test_frames::{arp, ip_frame, lookalike};
+        let mut igmp = [0u8; 28];
+        igmp[0] = 0x45;
+        igmp[9] = 2;
+        igmp[12] = 10;
+        let ps = paths(3);
+        for vlan in [false, true] {
+            let mut rr = RoundRobin::new(1, 0).with_frames(Frames::Ethernet);
+            let f = ip_frame(&igmp, vlan);
+            assert!(is_igmp(Frames::Ethernet, &f));
+            assert_eq!(rr.choose(Instant::ZERO, &f, &ps), Choice::One(PathId(0)));
+            assert_eq!(
+                rr.choose(Instant::ZERO, &arp(vlan), &ps),
+                Choice::One(PathId(1))
+            );
+            assert_eq!(rr.choose(Instant::ZERO, &f, &ps), Choice::One(PathId(0)));
+            assert_eq!(run(&mut rr, &ps, 1), vec![2]);
+        }
+        assert!(is_igmp(Frames::Ip, &igmp));
+        assert!(!is_igmp(Frames::Ethernet, &lookalike(&igmp)));
     }
 
     proptest! {

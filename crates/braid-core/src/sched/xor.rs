@@ -1,15 +1,17 @@
 //! `xor`: bonding's balance-xor. Each packet is hashed with the configured transmit hash
-//! ([`crate::hash::hash_ip`]) and sent on `usable[hash % usable_count]`, the usable paths
+//! ([`crate::hash::hash_ip`] for a TUN's IP packet, [`crate::hash::hash_frame`] for a TAP's
+//! Ethernet frame, real MACs, tags and non-IP EtherTypes included) and sent on `usable[hash % usable_count]`, the usable paths
 //! taken in the order given, as bonding's `slaves->arr[hash % count]` over its usable
 //! slaves. A flow therefore stays on one path while the set of usable paths does not change.
-use crate::hash::{hash_ip, HashPolicy};
+use crate::hash::HashPolicy;
 use crate::sched::{Choice, PathState, Scheduler};
-use crate::Instant;
+use crate::{Frames, Instant};
 
 /// bonding's balance-xor with a transmit hash policy.
 #[derive(Debug, Default)]
 pub(super) struct Xor {
     hash: HashPolicy,
+    frames: Frames,
 }
 
 impl Scheduler for Xor {
@@ -27,7 +29,8 @@ impl Scheduler for Xor {
             return Choice::Drop;
         }
         // u32 % count as the kernel does (count <= usize::MAX, so the cast is lossless).
-        let index = (u64::from(hash_ip(self.hash, packet)) % count as u64) as usize;
+        let hash = self.frames.hash(self.hash, packet);
+        let index = (u64::from(hash) % count as u64) as usize;
         paths
             .iter()
             .filter(|p| p.usable)
@@ -39,7 +42,15 @@ impl Scheduler for Xor {
 impl Xor {
     /// A balance-xor scheduler hashing with `hash`.
     pub(super) fn new(hash: HashPolicy) -> Self {
-        Self { hash }
+        Self {
+            hash,
+            frames: Frames::Ip,
+        }
+    }
+
+    /// The same, for packets that are `frames`.
+    pub(super) fn with_frames(self, frames: Frames) -> Self {
+        Self { frames, ..self }
     }
 
     #[cfg(test)]
@@ -52,6 +63,8 @@ impl Xor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frames::test_frames::{arp, ip_frame};
+    use crate::hash::{hash_frame, hash_ip};
     use crate::PathId;
     use proptest::prelude::*;
 
@@ -121,6 +134,36 @@ mod tests {
         }
         let share = f64::from(on_first) / f64::from(n);
         assert!((0.45..=0.55).contains(&share), "share {share}");
+    }
+
+    /// Over frames, xor hashes the frame as bonding does (`hash_frame`: real MACs, the
+    /// tag, and ARP by its MACs), not the IP packet as a TUN's.
+    #[test]
+    fn frames_are_hashed_as_frames() {
+        let paths = [path(0, true), path(1, true), path(2, true)];
+        let p = tcp4([10, 0, 0, 1], [10, 0, 0, 2], 40000, 80);
+        for policy in HashPolicy::ALL {
+            let mut x = Xor::new(policy).with_frames(Frames::Ethernet);
+            for vlan in [false, true] {
+                for f in [ip_frame(&p, vlan), arp(vlan)] {
+                    let want = (hash_frame(policy, &f) % 3) as u16;
+                    assert_eq!(x.choose(NOW, &f, &paths), Choice::One(PathId(want)));
+                }
+            }
+        }
+        // layer2 over a TUN puts every flow on one path; over frames the MACs spread
+        // them: destination MACs ending 0, 1, 2 take paths 0, 1, 2 in some order.
+        let mut l2 = Xor::new(HashPolicy::Layer2).with_frames(Frames::Ethernet);
+        let mut seen = [false; 3];
+        for last in 0..3u8 {
+            let mut f = arp(false);
+            f[5] = last;
+            let Choice::One(PathId(id)) = l2.choose(NOW, &f, &paths) else {
+                panic!("a path");
+            };
+            seen[usize::from(id)] = true;
+        }
+        assert_eq!(seen, [true; 3]);
     }
 
     proptest! {

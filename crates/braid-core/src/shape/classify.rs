@@ -2,7 +2,9 @@
 //! match wins; otherwise the default class.
 //!
 //! Packets are raw IP (what the TUN device gives): IPv4 or IPv6, told apart by the
-//! version nibble. A filter matches when every field it sets matches:
+//! version nibble. An Ethernet frame (a TAP's) is classified by the IP packet it carries
+//! ([`Classifier::classify_frame`]), and one that carries none goes to the default class.
+//! A filter matches when every field it sets matches:
 //!
 //! - `src` / `dst`: the address is of the prefix's family and inside it (an IPv4 prefix
 //!   never matches an IPv6 packet and the other way round; `0.0.0.0/0` is "any IPv4");
@@ -33,6 +35,7 @@ use super::spec::{ClassId, FilterSpec, PortRange, Prefix};
 #[cfg(test)]
 use crate::flow::proto::{SCTP, TCP, UDP, UDPLITE};
 use crate::wire::ip::{has_ports, IpPacket, Ports};
+use crate::Frames;
 
 /// A prefix in matching form: family, network bits and mask, as one u128.
 #[derive(Clone, Copy, Debug)]
@@ -285,6 +288,15 @@ impl Classifier {
         self.default_class
     }
 
+    /// The class for a packet that is an IP packet or an Ethernet frame, as `frames` says:
+    /// a frame is classified by the IP packet it carries (after its header and one VLAN
+    /// tag); one that carries none (ARP, LLDP, ...) goes to the default class.
+    pub fn classify_frame(&self, frames: Frames, packet: &[u8]) -> ClassId {
+        frames
+            .ip_packet(packet)
+            .map_or(self.default_class, |ip| self.classify(ip))
+    }
+
     /// Test oracle: every rule tried in order (what the stages replace).
     #[cfg(test)]
     fn classify_by_scan(&self, packet: &[u8]) -> ClassId {
@@ -497,6 +509,55 @@ mod tests {
         );
         assert_eq!(c2.classify(&v6(1, 2, UDP, 0, &[0; 8])), id(0x13));
         assert_eq!(c2.classify(&pkt(1)), id(0x10));
+    }
+
+    /// A frame is classified by its IP packet, with or without a tag; a frame that
+    /// carries none (ARP, or one whose bytes read as IPv4 from its first byte) goes to the
+    /// default class, even past a catch-all IPv4 filter.
+    #[test]
+    fn frames_are_classified_by_their_ip_packet() {
+        use crate::frames::test_frames::{arp, ip_frame, lookalike};
+        let c = Classifier::new(
+            &[
+                FilterSpec {
+                    dst: pfx("10.0.0.2/32"),
+                    dport: Some(PortRange { lo: 5201, hi: 5201 }),
+                    class: id(0x10),
+                    ..FilterSpec::default()
+                },
+                FilterSpec {
+                    dst: pfx("::2/128"),
+                    class: id(0x11),
+                    ..FilterSpec::default()
+                },
+                FilterSpec {
+                    prio: 9,
+                    src: pfx("0.0.0.0/0"),
+                    class: id(0x12),
+                    ..FilterSpec::default()
+                },
+            ],
+            id(0xff),
+        );
+        let p4 = v4([10, 0, 0, 1], [10, 0, 0, 2], TCP, 0, 40000, 5201);
+        let p6 = v6(1, 2, UDP, 0, &[0; 8]);
+        assert_eq!(c.classify_frame(Frames::Ip, &p4), id(0x10));
+        for vlan in [false, true] {
+            assert_eq!(
+                c.classify_frame(Frames::Ethernet, &ip_frame(&p4, vlan)),
+                id(0x10)
+            );
+            assert_eq!(
+                c.classify_frame(Frames::Ethernet, &ip_frame(&p6, vlan)),
+                id(0x11)
+            );
+            assert_eq!(c.classify_frame(Frames::Ethernet, &arp(vlan)), id(0xff));
+        }
+        // As a TUN packet the lookalike is that IPv4 packet; as a frame it carries no IP.
+        let like = lookalike(&p4);
+        assert_eq!(c.classify_frame(Frames::Ip, &like), id(0x10));
+        assert_eq!(c.classify_frame(Frames::Ethernet, &like), id(0xff));
+        assert_eq!(c.classify_frame(Frames::Ethernet, &[]), id(0xff));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use core::fmt;
 use super::classify::Classifier;
 use super::spec::{ClassId, ClassSpec, ShapeSpec};
 use crate::fragments::{self, FragmentGroups, Verdict};
-use crate::Instant;
+use crate::{Frames, Instant};
 
 mod class;
 mod queue;
@@ -139,6 +139,8 @@ pub struct Shaper {
     wakeup: Option<Instant>,
     /// Fragment groups: queued whole or dropped whole (`fragments`).
     groups: FragmentGroups,
+    /// What the packets are (IP packets, or frames whose IP packet is classified).
+    frames: Frames,
 }
 
 /// Nanoseconds since zero.
@@ -400,6 +402,7 @@ impl Shaper {
             backlog: 0,
             wakeup: None,
             groups: FragmentGroups::default(),
+            frames: Frames::Ip,
         };
         shaper.rebuild(t);
         Ok((shaper, warnings))
@@ -409,10 +412,18 @@ impl Shaper {
         self.by_id.get(id.0)
     }
 
-    /// Classifies an IP packet and queues a copy in its leaf. A classifier answer that is
-    /// not a leaf of this tree goes to the default class.
+    /// What the packets are: IP packets (the default) or Ethernet frames, classified by
+    /// the IP packet they carry (a frame without one goes to the default class). The bond
+    /// sets it from its own [`Frames`]; fragment groups seen so far are forgotten.
+    pub fn set_frames(&mut self, frames: Frames) {
+        self.frames = frames;
+        self.groups = FragmentGroups::new(frames);
+    }
+
+    /// Classifies a packet (see [`Shaper::set_frames`]) and queues a copy in its leaf. A
+    /// classifier answer that is not a leaf of this tree goes to the default class.
     pub fn enqueue(&mut self, now: Instant, packet: &[u8]) -> Enqueued {
-        let id = self.classifier.classify(packet);
+        let id = self.classifier.classify_frame(self.frames, packet);
         let idx = match self.index_of(id) {
             Some(i) if self.classes.get(i).is_some_and(|c| c.leaf.is_some()) => i,
             _ => self.default_leaf,

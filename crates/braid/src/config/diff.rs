@@ -241,6 +241,20 @@ fn refusals(old: &Config, new: &Config) -> Vec<Refusal> {
     if a.offload != b.offload {
         refuse("bond.offload", format!("{} -> {}", a.offload, b.offload));
     }
+    if a.layer != b.layer {
+        refuse(
+            "bond.layer",
+            format!("{} -> {}", a.layer.name(), b.layer.name()),
+        );
+    }
+    if a.mac != b.mac {
+        let show = |m: Option<[u8; 6]>| m.map_or("unset".to_owned(), super::format_mac);
+        refuse("bond.mac", format!("{} -> {}", show(a.mac), show(b.mac)));
+    }
+    if old.ether != new.ether {
+        // A bond of Ethernet ports is set up once (members, mode, MAC, LACP).
+        refuse("the Ethernet members or their bond keys", "changed".into());
+    }
     match (&a.encryption, &b.encryption) {
         (Encryption::None, Encryption::None) => {}
         (Encryption::Keys(x), Encryption::Keys(y)) => {

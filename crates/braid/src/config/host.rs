@@ -133,6 +133,23 @@ pub fn check(cfg: &Config, host: &dyn Host) -> Vec<Finding> {
             }
         }
     }
+    for (i, m) in cfg.ether.iter().flat_map(|e| e.members.iter()).enumerate() {
+        if !host.interface_exists(&m.dev) {
+            out.push(warn(format!(
+                "path[{i}].dev: no interface {:?} on this host (`ip link` lists them); braid up starts without the member and takes it when it appears, trying every second",
+                m.dev
+            )));
+        }
+        if m.dev == cfg.bond.interface {
+            out.push(Finding {
+                error: true,
+                message: format!(
+                    "path[{i}].dev: {:?} is the bond's own interface (bond.interface); name the member port",
+                    m.dev
+                ),
+            });
+        }
+    }
     out
 }
 
@@ -243,6 +260,31 @@ mod tests {
         assert!(m[3].starts_with(
             "path[1].baud: 14400 is not a standard tty rate: a real UART runs at 19200"
         ));
+    }
+
+    #[test]
+    fn ethernet_members_are_looked_for() {
+        let text = "[bond]\ninterface = \"bond0\"\nlayer = \"ethernet\"\naddress = \"10.210.0.1/24\"\nencryption = \"none\"\n\
+                    [[path]]\nname = \"e1\"\nkind = \"ethernet\"\ndev = \"eth1\"\n\
+                    [[path]]\nname = \"e2\"\nkind = \"ethernet\"\ndev = \"eth9\"\n\
+                    [[path]]\nname = \"e3\"\nkind = \"ethernet\"\ndev = \"bond0\"\n";
+        let cfg = Config::parse(text, "t.toml").expect("valid config");
+        let f = check(&cfg, &Fake);
+        let m: Vec<(bool, &str)> = f.iter().map(|f| (f.error, f.message.as_str())).collect();
+        assert_eq!(m.len(), 3, "{m:?}");
+        assert!(
+            !m[0].0
+                && m[0]
+                    .1
+                    .starts_with("path[1].dev: no interface \"eth9\" on this host")
+        );
+        assert!(!m[1].0 && m[1].1.starts_with("path[2].dev: no interface \"bond0\""));
+        assert!(
+            m[2].0
+                && m[2]
+                    .1
+                    .starts_with("path[2].dev: \"bond0\" is the bond's own interface")
+        );
     }
 
     #[test]

@@ -895,7 +895,7 @@ fn serial_path_errors() {
     let e = err(&serial_cfg("kind = \"modem\"\n"));
     assert_eq!(
         e,
-        "t.toml:6:8: path[0].kind: unknown kind \"modem\" (\"udp\" or \"serial\")"
+        "t.toml:6:8: path[0].kind: unknown kind \"modem\" (\"udp\", \"serial\" or \"ethernet\")"
     );
     let e = err(&serial_cfg(
         "local = \"10.0.0.1:7000\"\nremote = \"10.0.0.2:7000\"\nbaud = 9600\n",

@@ -176,7 +176,9 @@ pub(super) fn handle_request(
             dlog!(now, "path {name} ({id}) emancipated");
             json!({"ok": true})
         }
-        Request::Reload => control::error("internal: reload is handled by the daemon"),
+        Request::Reload | Request::Down => {
+            control::error("internal: reload and down are handled by the daemon")
+        }
         Request::ClassShow => crate::classes::show(now, ep.bond()),
         Request::ClassChange { id, set } => {
             let r = crate::classes::change(now, ep.bond_mut(), &id, &set);

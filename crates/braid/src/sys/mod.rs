@@ -1,12 +1,16 @@
-//! Linux glue: the TUN device, path sockets, signals, `ppoll`, user switching and systemd's
+//! Linux glue: the TUN and TAP devices, packet sockets, link notices, path sockets, signals, `ppoll`, user switching and systemd's
 //! notifications. Everything `unsafe` in
 //! the program lives here.
 
 pub mod ifaddr;
+pub mod link_watch;
+pub mod netdev;
 pub mod notify;
+pub mod packet;
 pub mod poll;
 pub mod privs;
 pub mod signal;
+pub mod tap;
 pub mod tty;
 pub mod tun;
 pub mod udp;

@@ -3,13 +3,12 @@
 //! persistent: closing the fd (dropping [`Tun`]) removes it. [`Tun::open_with`] adds
 //! `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO, USO); the 10-byte header on each
 //! read and write is then the caller's (`braid_core::offload`).
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsRawFd, RawFd};
 
-use super::cvt;
+use super::netdev::{self, ctl_socket, ifreq, ioctl, with_context};
 use crate::config::{Ipv4Cidr, Ipv6Cidr};
 
 /// An open TUN device.
@@ -63,23 +62,7 @@ impl Offloads {
     }
 }
 
-/// The hint printed when we lack the privilege to create or configure the device.
-pub const NEED_ROOT: &str = "braid up needs CAP_NET_ADMIN (run as root, or give the binary the capability: setcap cap_net_admin+ep braid)";
-
-fn ifreq(name: &str) -> io::Result<libc::ifreq> {
-    // SAFETY: ifreq is plain data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "bad interface name",
-        ));
-    }
-    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    Ok(req)
-}
+pub use super::netdev::NEED_ROOT;
 
 fn sockaddr_in(a: Ipv4Addr) -> libc::sockaddr {
     let sin = libc::sockaddr_in {
@@ -94,29 +77,64 @@ fn sockaddr_in(a: Ipv4Addr) -> libc::sockaddr {
     unsafe { std::mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
 }
 
-/// A datagram socket of `family` to issue interface ioctls on.
-fn ctl_socket(family: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: plain socket(2); the fd is owned at once.
-    unsafe {
-        Ok(OwnedFd::from_raw_fd(cvt(libc::socket(
-            family,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        ))?))
+/// Turn on as many of the `wanted` offloads as the kernel takes on the `IFF_VNET_HDR`
+/// device `file` (named `name`): all of them, else without USO, else without TSO, else
+/// none (the header stays on). The header is little-endian. An error only if even "none"
+/// is refused.
+pub(crate) fn negotiate_offloads(
+    file: &File,
+    name: &str,
+    wanted: Offloads,
+) -> io::Result<Offloads> {
+    // The header's byte order: little-endian whatever the host (the default on
+    // little-endian hosts already).
+    let mut le: libc::c_int = 1;
+    // SAFETY: TUNSETVNETLE takes a pointer to an int.
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETVNETLE, &mut le) };
+    if r == -1 && cfg!(target_endian = "big") {
+        return Err(with_context(
+            io::Error::last_os_error(),
+            &format!("{name}: TUNSETVNETLE"),
+        ));
     }
-}
-
-fn ioctl(fd: &OwnedFd, req: libc::Ioctl, arg: *mut libc::c_void) -> io::Result<()> {
-    // SAFETY: callers pass a pointer to the struct the request expects (ifreq/in6_ifreq).
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), req, arg) }).map(|_| ())
-}
-
-fn with_context(e: io::Error, what: &str) -> io::Error {
-    let hint = match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => format!(": {NEED_ROOT}"),
-        _ => String::new(),
+    // TSO and USO need the checksum offload (the kernel refuses them without).
+    let base = Offloads {
+        vnet_hdr: true,
+        csum: wanted.csum,
+        tso: wanted.csum && wanted.tso,
+        uso: wanted.csum && wanted.uso,
     };
-    io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
+    let none = Offloads {
+        vnet_hdr: true,
+        ..Offloads::default()
+    };
+    let tries = [
+        base,
+        Offloads { uso: false, ..base },
+        Offloads {
+            tso: false,
+            uso: false,
+            ..base
+        },
+        none,
+    ];
+    for t in tries {
+        // SAFETY: TUNSETOFFLOAD takes the flags as the argument itself.
+        let r = unsafe {
+            libc::ioctl(
+                file.as_raw_fd(),
+                libc::TUNSETOFFLOAD,
+                libc::c_ulong::from(t.flags()),
+            )
+        };
+        if r == 0 {
+            return Ok(t);
+        }
+    }
+    Err(with_context(
+        io::Error::last_os_error(),
+        &format!("{name}: TUNSETOFFLOAD"),
+    ))
 }
 
 impl Tun {
@@ -127,39 +145,8 @@ impl Tun {
 
     /// Create the TUN device `name` (non-blocking), with `IFF_VNET_HDR` if `vnet_hdr`.
     fn create_flags(name: &str, vnet_hdr: bool) -> io::Result<Tun> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open("/dev/net/tun")
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => io::Error::new(
-                    e.kind(),
-                    format!("cannot open /dev/net/tun: {e} (load the tun module: modprobe tun; in a container, pass the device in)"),
-                ),
-                _ => with_context(e, "cannot open /dev/net/tun"),
-            })?;
-        let mut req = ifreq(name)?;
         let vnet = if vnet_hdr { libc::IFF_VNET_HDR } else { 0 };
-        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI | vnet) as libc::c_short;
-        // SAFETY: TUNSETIFF takes a pointer to an ifreq.
-        let r = unsafe {
-            libc::ioctl(
-                file.as_raw_fd(),
-                libc::TUNSETIFF,
-                &mut req as *mut libc::ifreq,
-            )
-        };
-        if r == -1 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EBUSY) => io::Error::new(e.kind(), format!("interface {name} is in use (is another braid running on it?)")),
-                Some(libc::EINVAL) => {
-                    io::Error::new(e.kind(), format!("cannot create TUN {name}: {e} (does a non-TUN interface of that name exist?)"))
-                }
-                _ => with_context(e, &format!("cannot create TUN {name}")),
-            });
-        }
+        let file = netdev::clone_device(name, libc::IFF_TUN | libc::IFF_NO_PI | vnet, "TUN")?;
         Ok(Tun {
             file,
             name: name.to_owned(),
@@ -184,56 +171,8 @@ impl Tun {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Tun::create(name),
             Err(e) => return Err(e),
         };
-        // The header's byte order: little-endian whatever the host (the default on
-        // little-endian hosts already).
-        let mut le: libc::c_int = 1;
-        // SAFETY: TUNSETVNETLE takes a pointer to an int.
-        let r = unsafe { libc::ioctl(tun.file.as_raw_fd(), libc::TUNSETVNETLE, &mut le) };
-        if r == -1 && cfg!(target_endian = "big") {
-            return Err(with_context(
-                io::Error::last_os_error(),
-                &format!("{name}: TUNSETVNETLE"),
-            ));
-        }
-        // TSO and USO need the checksum offload (the kernel refuses them without).
-        let base = Offloads {
-            vnet_hdr: true,
-            csum: wanted.csum,
-            tso: wanted.csum && wanted.tso,
-            uso: wanted.csum && wanted.uso,
-        };
-        let none = Offloads {
-            vnet_hdr: true,
-            ..Offloads::default()
-        };
-        let tries = [
-            base,
-            Offloads { uso: false, ..base },
-            Offloads {
-                tso: false,
-                uso: false,
-                ..base
-            },
-            none,
-        ];
-        for t in tries {
-            // SAFETY: TUNSETOFFLOAD takes the flags as the argument itself.
-            let r = unsafe {
-                libc::ioctl(
-                    tun.file.as_raw_fd(),
-                    libc::TUNSETOFFLOAD,
-                    libc::c_ulong::from(t.flags()),
-                )
-            };
-            if r == 0 {
-                tun.offloads = t;
-                return Ok(tun);
-            }
-        }
-        Err(with_context(
-            io::Error::last_os_error(),
-            &format!("{name}: TUNSETOFFLOAD"),
-        ))
+        tun.offloads = negotiate_offloads(&tun.file, name, wanted)?;
+        Ok(tun)
     }
 
     /// Which offloads are on.
@@ -279,11 +218,7 @@ impl Tun {
 
     /// Set the MTU (SIOCSIFMTU).
     pub fn set_mtu(&self, mtu: u32) -> io::Result<()> {
-        let s = ctl_socket(libc::AF_INET)?;
-        let mut req = ifreq(&self.name)?;
-        req.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu).unwrap_or(1400);
-        ioctl(&s, libc::SIOCSIFMTU, (&mut req as *mut libc::ifreq).cast())
-            .map_err(|e| with_context(e, &format!("{}: set MTU {mtu}", self.name)))
+        netdev::set_mtu(&self.name, mtu)
     }
 
     /// Set the IPv4 address and netmask (SIOCSIFADDR, SIOCSIFNETMASK); the kernel adds the
@@ -333,42 +268,17 @@ impl Tun {
 
     /// Bring the interface up (SIOCGIFFLAGS | IFF_UP, SIOCSIFFLAGS).
     pub fn set_up(&self) -> io::Result<()> {
-        let s = ctl_socket(libc::AF_INET)?;
-        let mut req = ifreq(&self.name)?;
-        ioctl(
-            &s,
-            libc::SIOCGIFFLAGS,
-            (&mut req as *mut libc::ifreq).cast(),
-        )?;
-        // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
-        let flags = unsafe { req.ifr_ifru.ifru_flags };
-        req.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        ioctl(
-            &s,
-            libc::SIOCSIFFLAGS,
-            (&mut req as *mut libc::ifreq).cast(),
-        )
-        .map_err(|e| with_context(e, &format!("{}: bring up", self.name)))
+        netdev::set_up(&self.name)
     }
 
     /// Read one packet; `WouldBlock` when none is waiting.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: buf is valid for writes of its length.
-        let n = unsafe { libc::read(self.file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n.unsigned_abs())
+        netdev::read_fd(&self.file, buf)
     }
 
     /// Write one packet.
     pub fn write(&self, packet: &[u8]) -> io::Result<usize> {
-        // SAFETY: packet is valid for reads of its length.
-        let n = unsafe { libc::write(self.file.as_raw_fd(), packet.as_ptr().cast(), packet.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n.unsigned_abs())
+        netdev::write_fd(&self.file, packet)
     }
 }
 
