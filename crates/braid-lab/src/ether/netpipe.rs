@@ -58,23 +58,31 @@ pub struct Pair {
     pub rx: Ipv4Addr,
 }
 
-/// Run every pair at once (as seed 004's multi-node tests did), two-way or streaming
-/// (`-s`), message sizes up to `upper` bytes; each transmitter's points. Files go to
-/// `dir`. Bounded by `timeout`.
-pub fn run(
-    pairs: &[Pair],
-    stream: bool,
-    upper: u64,
-    dir: &Path,
-    timeout: Duration,
-) -> Result<Vec<Vec<Point>>> {
+/// How NPtcp runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// `-s`: stream one way instead of two-way ping-pong.
+    pub stream: bool,
+    /// `-u`: the largest message, bytes.
+    pub upper: u64,
+    /// `-n`: a fixed number of repeats per size (None: NetPIPE times each size itself,
+    /// about a quarter of a second; a small fixed count makes a quick test).
+    pub repeats: Option<u32>,
+}
+
+/// Run every pair at once (as seed 004's multi-node tests did) with `-b 131072` as the
+/// seed; each transmitter's points. Files go to `dir`. Bounded by `timeout`.
+pub fn run(pairs: &[Pair], o: Options, dir: &Path, timeout: Duration) -> Result<Vec<Vec<Point>>> {
     if let Some(why) = missing() {
         bail!("{why}");
     }
     let common = |c: &mut std::process::Command| {
-        c.args(["-b", "131072", "-u", &upper.to_string()]);
-        if stream {
+        c.args(["-b", "131072", "-u", &o.upper.to_string()]);
+        if o.stream {
             c.arg("-s");
+        }
+        if let Some(n) = o.repeats {
+            c.args(["-n", &n.to_string()]);
         }
         c.current_dir(dir);
     };
