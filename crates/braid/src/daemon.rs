@@ -26,6 +26,7 @@ use crate::sys::udp_batch::RECV_SLOTS;
 
 mod carrier;
 mod device;
+mod ether;
 mod ether_addrs;
 mod hooks;
 mod notices;
@@ -133,6 +134,9 @@ pub fn run(
         || control::default_socket(&cfg.bond.interface),
         Path::to_path_buf,
     );
+    if let Some(ether) = &cfg.ether {
+        return ether::run(cfg, ether, file.0, &control_path);
+    }
     let mut d = Daemon::new(cfg, &control_path)?;
     d.config_file = Some(file.0.to_path_buf());
     d.applied = file.1.clone();
