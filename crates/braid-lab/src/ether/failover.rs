@@ -73,18 +73,22 @@ pub struct Failover {
     pub sent: u64,
     /// Lost over the whole stream.
     pub lost: u64,
+    /// Received twice or more over the whole stream.
+    pub duplicates: u64,
 }
 
 impl Failover {
     /// One line for the report.
     pub fn line(&self) -> String {
         format!(
-            "{:<15} {:>6}: gap {:>8.1} ms, {} of {} datagrams lost{}",
+            "{:<15} {:>6}: gap {:>8.1} ms, {} of {} datagrams lost ({} in the gap), {} duplicated{}",
             self.cut.name(),
             self.port,
             self.gap.gap_ms,
             self.lost,
             self.sent,
+            self.gap.lost,
+            self.duplicates,
             if self.gap.after == 0 {
                 ", never came back"
             } else {
@@ -157,6 +161,7 @@ pub fn measure(flow: &Flow, ports: &[Port], cut: Cut, hold: Duration) -> Result<
         gap: arrivals.gap(t0, t1),
         sent: arrivals.sent,
         lost: arrivals.lost(),
+        duplicates: arrivals.duplicates(),
     })
 }
 

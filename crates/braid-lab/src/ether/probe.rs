@@ -183,9 +183,21 @@ impl Arrivals {
         g
     }
 
-    /// Datagrams never received.
+    /// Datagrams never received (each sequence number counted once).
     pub fn lost(&self) -> u64 {
-        self.sent.saturating_sub(self.got.len() as u64)
+        self.sent.saturating_sub(self.unique())
+    }
+
+    /// Datagrams received more than once.
+    pub fn duplicates(&self) -> u64 {
+        (self.got.len() as u64).saturating_sub(self.unique())
+    }
+
+    fn unique(&self) -> u64 {
+        let mut seqs: Vec<u64> = self.got.iter().map(|g| g.0).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        seqs.len() as u64
     }
 }
 
@@ -215,6 +227,9 @@ mod tests {
         // A window after the gap sees only 1 ms spacing.
         assert_eq!(a.gap(41_000_000, 45_000_000).gap_ms, 1.0);
         assert_eq!(a.lost(), 80);
+        let mut dup = a.clone();
+        dup.got.push((5, 60_000_000));
+        assert_eq!((dup.lost(), dup.duplicates()), (80, 1));
     }
 
     #[test]
