@@ -23,6 +23,7 @@ fn topo(scheduler: &str, lacp: Lacp, mode: &str) -> Topo {
         members: 2,
         rate_mbit: None,
         client_mbit: None,
+        tight: false,
         bond: BondSpec {
             scheduler: scheduler.into(),
             hash: Some("layer3+4".into()),

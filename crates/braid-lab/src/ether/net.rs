@@ -94,8 +94,16 @@ pub fn addr(ns: &str, dev: &str, cidr: &str) -> Result<()> {
 /// Limit `dev`'s egress in `ns` to `mbit` Mbit/s with tbf (bucket of 2 ms at rate, at
 /// least 3.2 kB; 50 ms queue), as the lab's paths are shaped.
 pub fn shape(ns: &str, dev: &str, mbit: f64) -> Result<()> {
+    shape_burst(ns, dev, mbit, None)
+}
+
+/// [`shape`] with a bucket of `burst` bytes (None: 2 ms at rate, at least 3.2 kB). A
+/// ping-pong benchmark (NetPIPE) lets the bucket refill between messages, so a message
+/// that fits in it crosses at the veth's speed: `Some(3200)` (two full frames) keeps a
+/// port close to a NIC of that rate.
+pub fn shape_burst(ns: &str, dev: &str, mbit: f64, burst: Option<u64>) -> Result<()> {
     let bps = (mbit * 1e6) as u64;
-    let burst = (bps / 8 / 500).max(3_200);
+    let burst = burst.unwrap_or((bps / 8 / 500).max(3_200));
     run_ok(Command::new("tc").args([
         "-n",
         ns,
@@ -128,6 +136,35 @@ pub fn check_shaped<'a>(devs: impl IntoIterator<Item = (&'a str, &'a str)>) -> R
             bail!("{dev} in {ns} lost its tbf qdisc: its figures would be unshaped");
         }
     }
+    Ok(())
+}
+
+/// `dev`'s MAC address in `ns`.
+pub fn mac(ns: &str, dev: &str) -> Result<String> {
+    let out = ip(&["-n", ns, "-j", "link", "show", "dev", dev])?;
+    let v: serde_json::Value =
+        serde_json::from_str(out.trim()).context("`ip -j link` is not JSON")?;
+    v.get(0)
+        .and_then(|l| l["address"].as_str())
+        .map(str::to_string)
+        .with_context(|| format!("no MAC for {dev} in {ns}"))
+}
+
+/// A permanent neighbour entry in `ns`: `addr` is at `mac` on `dev`.
+pub fn neigh(ns: &str, dev: &str, addr: std::net::Ipv4Addr, mac: &str) -> Result<()> {
+    ip(&[
+        "-n",
+        ns,
+        "neigh",
+        "replace",
+        &addr.to_string(),
+        "lladdr",
+        mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ])?;
     Ok(())
 }
 

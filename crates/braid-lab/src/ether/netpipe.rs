@@ -121,7 +121,13 @@ pub fn run(pairs: &[Pair], o: Options, dir: &Path, timeout: Duration) -> Result<
     for (out, t) in transmitters {
         let o = t.wait_output(timeout)?;
         if !o.status.success() {
-            bail!("NPtcp failed ({}): {}", o.status, o.stderr.trim());
+            let tail: Vec<&str> = o.stdout.lines().rev().take(3).collect();
+            bail!(
+                "NPtcp failed ({}): {} {}",
+                o.status,
+                o.stderr.trim(),
+                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+            );
         }
         let text =
             std::fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;

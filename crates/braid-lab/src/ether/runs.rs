@@ -339,6 +339,7 @@ fn topo_spec(o: &Opts, members: usize, bonder: Bonder, far: Far, bond: BondSpec)
         members,
         rate_mbit: Some(o.rate_mbit),
         client_mbit: None,
+        tight: false,
         bond,
         bonder,
         far,

@@ -69,6 +69,9 @@ pub struct TopoSpec {
     pub rate_mbit: Option<f64>,
     /// tbf on both ends of every client's access port, Mbit/s.
     pub client_mbit: Option<f64>,
+    /// tbf buckets of two frames (3.2 kB) instead of 2 ms at rate (see
+    /// [`net::shape_burst`]).
+    pub tight: bool,
     /// The bond (scheduler, hash, LACP rate); its address is set here.
     pub bond: BondSpec,
     /// Who bonds.
@@ -180,6 +183,7 @@ impl Topo {
             topo.bond_side(false)?;
         }
         topo.wait_up(Duration::from_secs(20))?;
+        topo.static_neighbours()?;
         // Shaped again now that Open vSwitch has its ports (it deletes their qdiscs when
         // it takes them, before it is told to leave them alone), then checked.
         topo.shape()?;
@@ -187,17 +191,44 @@ impl Topo {
         Ok(topo)
     }
 
+    /// Toward a static OVS bond (`lacp=off`), permanent neighbour entries between the
+    /// host and every client, so that no ARP broadcast has to cross the bond: Open
+    /// vSwitch has no static link aggregation that takes broadcasts on any member (its
+    /// `balance-slb` drops broadcast and multicast that arrive on a member other than its
+    /// active one, as a switch-independent bond must), so an ARP request that the host's
+    /// static bond hashes onto another member would be lost.
+    fn static_neighbours(&self) -> Result<()> {
+        if !matches!(
+            self.spec.far,
+            Far::Switch {
+                lacp: Lacp::Off,
+                ..
+            }
+        ) {
+            return Ok(());
+        }
+        let host_if = self.host_if().to_string();
+        let host_mac = net::mac(&self.host, &host_if)?;
+        for (j, c) in self.clients.iter().enumerate() {
+            let cmac = net::mac(c, "eth0")?;
+            net::neigh(&self.host, &host_if, client_addr(j + 1), &cmac)?;
+            net::neigh(c, "eth0", HOST, &host_mac)?;
+        }
+        Ok(())
+    }
+
     fn shape(&self) -> Result<()> {
+        let burst = self.spec.tight.then_some(3_200);
         if let Some(r) = self.spec.rate_mbit {
             for (m, f) in self.members.iter().zip(&self.far_ports) {
-                net::shape(&self.host, m, r)?;
-                net::shape(&self.far, f, r)?;
+                net::shape_burst(&self.host, m, r, burst)?;
+                net::shape_burst(&self.far, f, r, burst)?;
             }
         }
         if let Some(r) = self.spec.client_mbit {
             for (j, c) in self.clients.iter().enumerate() {
-                net::shape(c, "eth0", r)?;
-                net::shape(&self.far, &format!("a{}", j + 1), r)?;
+                net::shape_burst(c, "eth0", r, burst)?;
+                net::shape_burst(&self.far, &format!("a{}", j + 1), r, burst)?;
             }
         }
         Ok(())
