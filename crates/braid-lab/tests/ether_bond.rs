@@ -181,6 +181,21 @@ fn round_robin_bond_carries_pings_and_puts_addresses_back() -> Result<()> {
     }
     let replies = common::ping(&topo.ns_a, BOND_B, 5)?;
     assert_eq!(replies, 5, "pings through the bond");
+    // Each request answered once: the members' own stack never sees the frames (without
+    // the guard, the far end answered both through its member and through its bond).
+    let out = netns::run_ok(netns::ns_command(&topo.ns_a, "ping").args([
+        "-c",
+        "5",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        "10.211.0.2",
+    ]))?;
+    assert!(
+        out.contains(" 5 received") && !out.contains("duplicates"),
+        "{out}"
+    );
     // A moved address answers through the bond too.
     assert_eq!(common::ping(&topo.ns_a, topo.links[1].addr_b, 3)?, 3);
     let st = d.status_a()?;
@@ -263,7 +278,17 @@ fn active_backup_fails_over_when_the_active_member_loses_carrier() -> Result<()>
     let pinger =
         std::thread::spawn(move || paced_ping(&ns, BOND_B, Duration::from_millis(10), 300));
     netns::sleep(Duration::from_millis(1000))?;
-    topo.set_link(0, false)?;
+    // The far end's port goes down: this side sees only its carrier go (a pulled cable),
+    // right after another link changed (the far end's), when the kernel's own link
+    // notices come late.
+    netns::ip(&[
+        "-n",
+        &topo.ns_b,
+        "link",
+        "set",
+        &topo.links[0].dev_b,
+        "down",
+    ])?;
     let got = pinger
         .join()
         .map_err(|_| anyhow::anyhow!("pinger thread"))??;
@@ -278,8 +303,8 @@ fn active_backup_fails_over_when_the_active_member_loses_carrier() -> Result<()>
         states(v) == ["down", "active"]
     })?;
     assert!(
-        gap <= 100,
-        "failover took more than 1 s: {gap} pings lost in a row"
+        gap <= 40,
+        "failover took more than 400 ms: {gap} pings lost in a row"
     );
     assert!(
         got.iter().rev().take(50).all(|g| *g),
@@ -315,5 +340,131 @@ fn two_802_3ad_bonds_aggregate_and_survive_a_member_cut() -> Result<()> {
             && states(v).get(1).map(String::as_str) == Some("down")
     })?;
     assert_eq!(common::ping(&topo.ns_a, BOND_B, 3)?, 3);
+    Ok(())
+}
+
+#[test]
+fn ethernet_frames_cross_sealed_udp_paths() -> Result<()> {
+    let Some(_lock) = common::netns_or_skip("ethernet_frames_cross_sealed_udp_paths") else {
+        return Ok(());
+    };
+    use braid_lab::scenario::Scenario;
+    let topo = Topology::new(2)?;
+    let sc = Scenario::parse(
+        "name = \"tap-over-udp\"\n[bond]\nscheduler = \"round-robin\"\nlayer = \"ethernet\"\n[[path]]\nname = \"p0\"\n[[path]]\nname = \"p1\"\n[[test]]\n",
+    )?;
+    let (cfg_a, cfg_b) = (
+        sc.daemon_config(true, &topo.links, None)?,
+        sc.daemon_config(false, &topo.links, None)?,
+    );
+    assert!(cfg_a.contains("private_key"), "sealed");
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "t", &cfg_a, &cfg_b)?;
+    d.wait_paths_up(&["p0", "p1"], Duration::from_secs(15))?;
+    let peer = Ipv4Addr::new(10, 200, 0, 2);
+    assert_eq!(common::ping(&topo.ns_a, peer, 5)?, 5, "pings over the TAPs");
+    // ARP crossed the bond: a's neighbour entry is b's TAP, whose MAC is derived from its
+    // interface and address.
+    let neigh = netns::ip(&["-n", &topo.ns_a, "neigh", "show", "dev", "braid0"])?;
+    let want = braid::config::format_mac(braid::config::derived_mac("braid0", "10.200.0.2/30"));
+    assert!(
+        neigh.contains(&want),
+        "no neighbour {want} on braid0: {neigh}"
+    );
+    // A TCP transfer checked byte for byte.
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (sent, got) = common::tcp_flow(&topo, peer, 5201, 2.0, 20 << 20, received)?;
+    assert!(sent > 0 && got == sent, "sent {sent}, received {got}");
+    let st = d.status_a()?;
+    let tx: Vec<u64> = st["status"]["paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["tx_packets"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(
+        tx.iter().all(|&t| t > 100),
+        "round-robin over both paths: {tx:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_member_port_that_vanishes_and_comes_back_is_taken_again() -> Result<()> {
+    let Some(_lock) =
+        common::netns_or_skip("a_member_port_that_vanishes_and_comes_back_is_taken_again")
+    else {
+        return Ok(());
+    };
+    let (topo, mut d) = bring_up("")?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && states(v) == ["up", "up"]
+    })?;
+    // Deleting one end of a veth pair deletes both.
+    let (a1, b1) = (&topo.links[1].dev_a, &topo.links[1].dev_b);
+    netns::ip(&["-n", &topo.ns_a, "link", "del", a1])?;
+    wait_status(&mut d, Duration::from_secs(5), |v| {
+        v["members"][1]["socket"] == "closed"
+            || states(v).get(1).map(String::as_str) == Some("down")
+    })?;
+    let st = d.status_a()?;
+    assert_eq!(st["members"][1]["socket"], "closed", "{st}");
+    assert_eq!(
+        common::ping(&topo.ns_a, BOND_B, 3)?,
+        3,
+        "the other member carries on"
+    );
+    assert!(
+        d.a.running() && d.b.running(),
+        "a vanished port took a daemon down"
+    );
+    // The same names again: both daemons take the new ports within a few seconds.
+    netns::ip(&[
+        "-n", &topo.ns_a, "link", "add", a1, "type", "veth", "peer", "name", b1, "netns",
+        &topo.ns_b,
+    ])?;
+    netns::ip(&["-n", &topo.ns_a, "link", "set", a1, "up"])?;
+    netns::ip(&["-n", &topo.ns_b, "link", "set", b1, "up"])?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && states(v) == ["up", "up"]
+    })?;
+    let before: u64 = d.status_a()?["bond"]["members"][1]["tx_frames"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 6)?, 6);
+    let after: u64 = d.status_a()?["bond"]["members"][1]["tx_frames"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        after > before,
+        "the new port carries frames again ({before} -> {after})"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_member_missing_at_start_is_taken_when_it_appears() -> Result<()> {
+    let Some(_lock) = common::netns_or_skip("a_member_missing_at_start_is_taken_when_it_appears")
+    else {
+        return Ok(());
+    };
+    let topo = Topology::new(2)?;
+    let (a1, b1) = (&topo.links[1].dev_a, &topo.links[1].dev_b);
+    netns::ip(&["-n", &topo.ns_a, "link", "del", a1])?;
+    let (ca, cb) = (config(&topo, true, ""), config(&topo, false, ""));
+    let mut d = Daemons::start(common::braid().as_path(), &topo, "m", &ca, &cb)?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && v["members"][1]["socket"] == "closed"
+    })?;
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 3)?, 3);
+    netns::ip(&[
+        "-n", &topo.ns_a, "link", "add", a1, "type", "veth", "peer", "name", b1, "netns",
+        &topo.ns_b,
+    ])?;
+    netns::ip(&["-n", &topo.ns_a, "link", "set", a1, "up"])?;
+    netns::ip(&["-n", &topo.ns_b, "link", "set", b1, "up"])?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && states(v) == ["up", "up"]
+    })?;
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 4)?, 4);
     Ok(())
 }

@@ -295,14 +295,33 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             if findings.iter().any(|f| f.error) {
                 return Err(Exit(1).into());
             }
+            let what = match &cfg.ether {
+                Some(e) => format!(
+                    "Ethernet bond, scheduler {}, {} member(s): {}",
+                    e.scheduler.name(),
+                    e.members.len(),
+                    e.members
+                        .iter()
+                        .map(|m| m.dev.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => format!(
+                    "{}scheduler {}, {} path(s), encryption {}",
+                    match cfg.bond.layer {
+                        crate::config::Layer::Ethernet => "Ethernet frames, ",
+                        crate::config::Layer::Ip => "",
+                    },
+                    cfg.bond.core.scheduler.name(),
+                    cfg.paths.len(),
+                    cfg.bond.encryption.name()
+                ),
+            };
             print_out(&format!(
-                "{}: ok ({} {}, scheduler {}, {} path(s), encryption {})\n",
+                "{}: ok ({} {}, {what})\n",
                 config.display(),
                 cfg.bond.interface,
                 cfg.bond.address,
-                cfg.bond.core.scheduler.name(),
-                cfg.paths.len(),
-                cfg.bond.encryption.name()
             ))
         }
         Command::Status { json, control } => {

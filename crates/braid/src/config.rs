@@ -1123,7 +1123,10 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         seed,
         mss_clamp: b.mss_clamp.as_ref().is_none_or(|v| *v.get_ref()),
         // IP packets from the TUN; Ethernet frames from a TAP when `layer = "ethernet"`.
-        frames: braid_core::Frames::Ip,
+        frames: match layer {
+            Layer::Ip => braid_core::Frames::Ip,
+            Layer::Ethernet => braid_core::Frames::Ethernet,
+        },
         ..BondConfig::default()
     };
     let encryption = security::validate(
@@ -1137,10 +1140,21 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
             rekey_after_s: &b.rekey_after_s,
             source,
         },
-        bond_span,
+        bond_span.clone(),
         base,
     )?;
     let run_as = run_as(b.user.as_ref(), b.group.as_ref())?;
+    if layer == Layer::Ethernet {
+        for (i, p) in paths.iter().enumerate() {
+            let Some(sl) = p.serial() else { continue };
+            if sl.mode == SerialMode::RawIp {
+                return Err((Some(bond_span), format!("path[{i}].mode: \"raw-ip\" puts IP packets on the line; an Ethernet bond (layer = \"ethernet\") carries frames: use mode = \"bond\"")));
+            }
+            if sl.framing == Framing::Cslip && !encryption.is_sealed() {
+                return Err((Some(bond_span), format!("path[{i}].framing: \"cslip\" compresses the TCP/IP headers of plain IP packets; an Ethernet bond's plain datagrams carry frames: use \"slip\" or \"slip6\", or seal the bond")));
+            }
+        }
+    }
     for p in &mut paths {
         if let Transport::Serial(s) = &mut p.transport {
             s.crc = s.mode == SerialMode::Bond && !encryption.is_sealed();

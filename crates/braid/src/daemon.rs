@@ -28,6 +28,7 @@ mod carrier;
 mod device;
 mod ether;
 mod ether_addrs;
+mod ether_guard;
 mod hooks;
 mod notices;
 mod notify;
@@ -169,12 +170,20 @@ impl Daemon {
         if plan.is_some() && !b.routing.routes.is_empty() {
             anyhow::bail!("--user is not possible with bond.routes: braid removes its routing rules when it stops, which needs CAP_NET_ADMIN; run without --user (as root, or as a user given CAP_NET_ADMIN, as a systemd unit with AmbientCapabilities= does)");
         }
-        let tun = if b.offload {
-            Tun::open_with(&b.interface, b.mtu, b.address, b.address6, Offloads::ALL)?
-        } else {
-            Tun::open(&b.interface, b.mtu, b.address, b.address6)?
+        let device: Box<dyn Device> = match b.layer {
+            crate::config::Layer::Ethernet => Box::new(device::open_tap(b)?),
+            crate::config::Layer::Ip if b.offload => Box::new(Tun::open_with(
+                &b.interface,
+                b.mtu,
+                b.address,
+                b.address6,
+                Offloads::ALL,
+            )?),
+            crate::config::Layer::Ip => {
+                Box::new(Tun::open(&b.interface, b.mtu, b.address, b.address6)?)
+            }
         };
-        Daemon::with_device(cfg, control_path, Box::new(tun), plan)
+        Daemon::with_device(cfg, control_path, device, plan)
     }
 
     /// The daemon of `cfg` on `device` (the TUN, or a [`PacketPipe`] in the tests): the

@@ -412,7 +412,13 @@ fn class_table(f: &mut Frame<'_>, area: Rect, v: &View) {
 /// second until `q`.
 pub fn run(source: &Source) -> anyhow::Result<()> {
     let mut view = View::default();
-    view.push(source.fetch(crate::monitor::unix_ms())?);
+    let first = source.fetch(crate::monitor::unix_ms())?;
+    if first.status.get("layer").and_then(Value::as_str) == Some("ethernet")
+        && first.status.get("members").is_some()
+    {
+        anyhow::bail!("braid top draws the paths and classes of an IP bond; for a bond of Ethernet ports, watch its members with `watch -n1 braid status`");
+    }
+    view.push(first);
     let mut terminal =
         ratatui::try_init().map_err(|e| anyhow::anyhow!("braid top needs a terminal: {e}"))?;
     let result = (|| -> anyhow::Result<()> {

@@ -622,3 +622,59 @@ fn a_member_does_not_answer_arp_for_the_bond() {
     drop(tap);
     assert!(!neigh.contains(&a0_mac), "the member answered ARP: {neigh}");
 }
+
+/// When notices overflow the watch's socket (ENOBUFS), it asks for every link's state
+/// and reports it: the member's carrier comes through after the overrun.
+#[test]
+fn link_watch_recovers_from_an_overrun() {
+    let Some(_one) = common::netns_or_skip("link_watch_recovers_from_an_overrun") else {
+        return;
+    };
+    let p = Pair::new("lwo");
+    let (mut watch, a0) = in_ns(&p.a, || {
+        let w = LinkWatch::open().expect("link watch");
+        // The smallest receive buffer the kernel allows: a few notices fill it.
+        let one: libc::c_int = 1;
+        // SAFETY: a valid int option on the watch's socket.
+        let rc = unsafe {
+            libc::setsockopt(
+                w.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        let l = link(&p.a, "a0");
+        (w, l["ifindex"].as_u64().unwrap() as u32)
+    });
+    // Forty new links in the namespace: far more notices than the buffer holds.
+    let batch: String = (0..20)
+        .map(|i| format!("link add x{i} type veth peer name y{i}\n"))
+        .collect();
+    let mut child = Command::new("ip")
+        .args(["-n", &p.a, "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), batch.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut a0_seen = false;
+    while !a0_seen && readable(&watch, until) {
+        watch
+            .drain(&mut |i, c| {
+                if i == a0 {
+                    assert!(c, "a0's carrier is up");
+                    a0_seen = true;
+                }
+            })
+            .unwrap();
+    }
+    let stats = watch.stats();
+    eprintln!("link watch after 40 new links: {stats:?}");
+    assert!(stats.overruns >= 1, "{stats:?}");
+    assert!(a0_seen, "the dump after the overrun reports a0");
+}

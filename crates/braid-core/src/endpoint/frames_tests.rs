@@ -7,8 +7,9 @@ use core::time::Duration;
 use super::tests::configs;
 use super::*;
 use crate::frames::test_frames::{arp, frame, ip_frame, lookalike};
+use crate::hash::HashPolicy;
 use crate::sim::{tcp_packet, udp_packet, Pair};
-use crate::Frames;
+use crate::{Frames, SchedulerConfig};
 
 const MBIT: u64 = 1_000_000;
 /// Each path's datagram limit: a full frame goes in two parts, and SYNs are clamped.
@@ -16,9 +17,15 @@ const MAX_DATAGRAM: usize = 1200;
 
 /// A sealed pair carrying frames over two paths (5 and 20 ms), up.
 fn pair() -> Pair<Endpoint> {
+    pair_with(SchedulerConfig::default())
+}
+
+fn pair_with(scheduler: SchedulerConfig) -> Pair<Endpoint> {
     let (mut a, mut b) = configs(true);
-    a.bond.frames = Frames::Ethernet;
-    b.bond.frames = Frames::Ethernet;
+    for c in [&mut a, &mut b] {
+        c.bond.frames = Frames::Ethernet;
+        c.bond.scheduler = scheduler.clone();
+    }
     let mut pair = Pair::of(
         Endpoint::new(a, Instant::ZERO),
         Endpoint::new(b, Instant::ZERO),
@@ -186,4 +193,55 @@ fn syns_in_frames_are_clamped_and_nothing_else_is_touched() {
     }
     assert_eq!(got[2], sent[2], "no IP: unchanged");
     assert_eq!(got[3], sent[3], "LLDP: unchanged");
+}
+
+/// `xor` with the `layer2` hash over frames: the source MACs spread four hosts over both
+/// paths (over a TUN every packet would take one path), and each flow's frames (a host's
+/// IP frames, its ARP frames: bonding's layer2 hash counts the EtherType and destination
+/// too) arrive whole and in order (pinned: no waiting for the other path).
+#[test]
+fn xor_layer2_spreads_frames_by_their_macs() {
+    let mut pair = pair_with(SchedulerConfig::Xor {
+        hash: HashPolicy::Layer2,
+    });
+    let flow_frame = |host: u8, is_arp: bool, n: u64| {
+        let mut f = if is_arp {
+            arp(host.is_multiple_of(2))
+        } else {
+            ip_frame(&udp_packet(n, 800, 40000, 5001), host.is_multiple_of(2))
+        };
+        f[11] = host;
+        let end = f.len();
+        f[end - 8..].copy_from_slice(&n.to_be_bytes());
+        f
+    };
+    let flows: Vec<(u8, bool)> = (0..4).flat_map(|h| [(h, false), (h, true)]).collect();
+    let mut sent: Vec<Vec<Vec<u8>>> = vec![Vec::new(); flows.len()];
+    for n in 0..200u64 {
+        for (k, &(host, is_arp)) in flows.iter().enumerate() {
+            let f = flow_frame(host, is_arp, n);
+            let now = pair.now;
+            pair.a.handle_tun_packet(now, &f);
+            sent[k].push(f);
+        }
+        pair.run_until(pair.now + Duration::from_millis(2), |_| {});
+    }
+    pair.run_until(pair.now + Duration::from_secs(1), |_| {});
+    for (k, &(host, is_arp)) in flows.iter().enumerate() {
+        let got: Vec<&Vec<u8>> = pair
+            .delivered_b
+            .iter()
+            .filter(|f| f[11] == host && (f[0] == 0xff) == is_arp)
+            .collect();
+        assert_eq!(got.len(), sent[k].len(), "host {host}, ARP {is_arp}");
+        assert!(
+            got.iter().zip(&sent[k]).all(|(g, s)| *g == s),
+            "host {host}, ARP {is_arp}: in order"
+        );
+    }
+    let status = pair.a.bond().status();
+    assert!(
+        status.paths.iter().all(|p| p.tx_packets >= 400),
+        "both paths"
+    );
 }

@@ -373,7 +373,8 @@ impl Endpoint {
         side.emu.as_ref().map(|_| side.emu_dropped)
     }
 
-    /// A packet read from the TUN (on a `raw-ip` line: framed for it as it is).
+    /// A packet read from the TUN, or a frame read from the TAP when the bond carries
+    /// [`crate::Frames::Ethernet`] (on a `raw-ip` line: framed for it as it is).
     pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
         if let Some(line) = self.raw_ip_line() {
             // Refused (buffer full, tty closed): counted by the line.
@@ -583,7 +584,9 @@ impl Endpoint {
         })
     }
 
-    /// The next packet for the TUN, written into `buf`.
+    /// The next packet for the TUN (a frame for the TAP, as the bond's
+    /// [`crate::Frames`] says), written into `buf`: at least [`crate::Frames::max_len`] of
+    /// the bond's MTU bytes (a larger packet is dropped and counted).
     pub fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         while let Some(p) = self.raw_ip_rx.pop_front() {
             let n = p.len();

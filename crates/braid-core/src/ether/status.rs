@@ -51,7 +51,8 @@ pub struct EtherStatus {
     pub arp_interval_ms: u64,
     /// Drops of the whole bond (transmit, and every member's receive).
     pub drops: DropCounts,
-    /// Control frames (announcements, probes) dropped because nobody polled them.
+    /// Control frames (announcements, probes) not sent: nobody polled them, or their
+    /// member lost carrier first.
     pub control_dropped: u64,
     /// Events dropped because nobody polled them.
     pub events_dropped: u64,

@@ -275,6 +275,15 @@ fn active_backup_announces_on_the_new_active_member() {
     assert_eq!(&n[80..86], &BOND_MAC, "target link-layer address option");
     assert_eq!(b.status().members[1].control_tx, 6);
 
+    // A member that loses carrier before its announcements went out sends none.
+    b.set_link(T0, MemberId(0), true);
+    b.set_link(T0, MemberId(1), false);
+    assert_eq!(b.active(), Some(MemberId(0)));
+    b.set_link(T0, MemberId(0), false);
+    assert_eq!(b.active(), None);
+    assert!(drain_tx(&mut b, T0).is_empty());
+    assert_eq!(b.status().control_dropped, 6);
+
     // count 0: nothing announced.
     let mut cfg = EtherConfig::new(BOND_MAC, Mode::ActiveBackup);
     cfg.announce.ipv4 = v4.to_vec();

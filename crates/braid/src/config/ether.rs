@@ -503,6 +503,29 @@ mod tests {
     }
 
     #[test]
+    fn an_ethernet_bond_over_serial_lines_refuses_what_reads_ip() {
+        let line = |extra: &str| {
+            format!("{BOND}[[path]]\nname = \"s0\"\nkind = \"serial\"\ndevice = \"/dev/ttyS0\"\nbaud = 115200\n{extra}")
+        };
+        let e = Config::parse(&line("mode = \"raw-ip\"\n"), "t.toml")
+            .expect_err("raw-ip")
+            .to_string();
+        assert!(
+            e.contains("path[0].mode: \"raw-ip\" puts IP packets on the line"),
+            "{e}"
+        );
+        let e = Config::parse(&line("framing = \"cslip\"\n"), "t.toml")
+            .expect_err("cslip")
+            .to_string();
+        assert!(
+            e.contains("path[0].framing: \"cslip\" compresses the TCP/IP headers"),
+            "{e}"
+        );
+        let c = Config::parse(&line("framing = \"slip6\"\n"), "t.toml").expect("slip6 is fine");
+        assert_eq!(c.bond.core.frames, braid_core::Frames::Ethernet);
+    }
+
+    #[test]
     fn ethernet_over_udp_paths_is_a_layer_only() {
         let c = Config::parse(
             &format!("{BOND}[[path]]\nname = \"p0\"\nlocal = \"10.201.0.1:7000\"\nremote = \"10.201.0.2:7000\"\n"),

@@ -136,8 +136,13 @@ pub fn check(cfg: &Config, host: &dyn Host) -> Vec<Finding> {
     for (i, m) in cfg.ether.iter().flat_map(|e| e.members.iter()).enumerate() {
         if !host.interface_exists(&m.dev) {
             out.push(warn(format!(
-                "path[{i}].dev: no interface {:?} on this host (`ip link` lists them); braid up starts without the member and takes it when it appears, trying every second",
-                m.dev
+                "path[{i}].dev: no interface {:?} on this host (`ip link` lists them); braid up starts without the member and takes it when it appears, trying every second{}",
+                m.dev,
+                if i == 0 && cfg.bond.mac.is_none() {
+                    " (but the first member gives the bond its MAC: set bond.mac, or braid up refuses to start without it)"
+                } else {
+                    ""
+                }
             )));
         }
         if m.dev == cfg.bond.interface {

@@ -9,7 +9,9 @@
 //! (a temporary file renamed into place), and moves: routes and addresses off the member,
 //! addresses (IPv6 with `nodad`: they were already in use) and routes onto the bond; and
 //! the member is made a port as bonding's slaves are (`arp_ignore = 8`, `disable_ipv6 =
-//! 1`: see [`MEMBER_SYSCTLS`]), its settings before recorded too.
+//! 1`: see [`MEMBER_SYSCTLS`]), its settings before recorded too, and its frames are kept
+//! from the host stack (`ether_guard`: an nftables netdev ingress chain that drops
+//! everything after braid's packet socket has read it).
 //!
 //! [`Moved::restore`] (or dropping the [`Moved`]) puts everything back on the members and
 //! removes the state file; [`repair`] does the same from the file a crashed run left.
@@ -119,6 +121,9 @@ struct Member {
     /// Settings changed while the member is in the bond, with their values before.
     #[serde(default)]
     sysctls: Vec<Sysctl>,
+    /// The host stack kept off the member (`ether_guard`) while bonded.
+    #[serde(default)]
+    guarded: bool,
 }
 
 /// A setting under `/proc/sys` (in the caller's network namespace).
@@ -460,6 +465,7 @@ fn read_member(dev: &str) -> Result<Member, AddrError> {
         addrs,
         routes,
         sysctls: member_sysctls(dev)?,
+        guarded: true,
     })
 }
 
@@ -621,7 +627,19 @@ impl Moved {
         }
         for m in &self.state.members {
             for c in &m.sysctls {
-                c.set(&c.new).map_err(AddrError::Ip)?;
+                // Belt and braces beside the guard below (which keeps the member's stack
+                // from seeing any frame): a read-only /proc/sys (systemd's
+                // ProtectKernelTunables) is said, not fatal.
+                if let Err(e) = c.set(&c.new) {
+                    dwarn!(
+                        Instant::ZERO,
+                        "member {}: {e} (the guard keeps the host stack off it all the same)",
+                        m.dev
+                    );
+                }
+            }
+            if m.guarded {
+                super::ether_guard::guard(bond, &m.dev).map_err(AddrError::Ip)?;
             }
         }
         Ok(())
@@ -643,9 +661,19 @@ impl Moved {
                 let _ = ip(&a.del_args(bond));
             }
         }
+        if self.state.members.iter().any(|m| m.guarded) {
+            if let Err(e) = super::ether_guard::unguard(bond) {
+                failed.push(e);
+            }
+        }
         for m in &self.state.members {
             // Settings first: an IPv6 address cannot go back while IPv6 is off.
             for c in &m.sysctls {
+                // Never changed (a read-only /proc/sys), or already back: nothing to do.
+                let now = std::fs::read_to_string(c.file()).unwrap_or_default();
+                if now.trim() == c.old {
+                    continue;
+                }
                 if let Err(e) = c.set(&c.old) {
                     failed.push(e);
                 }
@@ -860,6 +888,7 @@ mod tests {
                     old: "0".into(),
                     new: "8".into(),
                 }],
+                guarded: true,
             }],
         };
         write_state(&path, &state).unwrap();

@@ -139,6 +139,16 @@ pub fn ip(args: &[&str]) -> Result<String, CommandError> {
     .map(|p| p.stdout)
 }
 
+/// `nft ARGS...`, bounded.
+pub fn nft(args: &[&str]) -> Result<String, CommandError> {
+    run(
+        &format!("nft {}", args.join(" ")),
+        Command::new("nft").args(args),
+        IP_TIMEOUT,
+    )
+    .map(|p| p.stdout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

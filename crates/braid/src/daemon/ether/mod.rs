@@ -35,8 +35,13 @@ use member::Member;
 
 /// `virtio_net_hdr` in front of every frame on the TAP and the packet sockets.
 const VNET_HDR: usize = 10;
-/// Largest frame read: a 64 KB GSO superframe and its header.
-const FRAME_BUF: usize = 65_536 + VNET_HDR + 64;
+/// How often each member's carrier is asked for, as bonding's `miimon` (default 100 ms)
+/// polls it: the kernel's own link notices may come up to a second late when another link
+/// changed just before (its link-watch rate limit), the flags an `RTM_GETLINK` answer
+/// carries are the carrier now.
+const MIIMON: std::time::Duration = std::time::Duration::from_millis(100);
+/// Largest frame read: a 64 KB GSO superframe, its header and a VLAN tag put back.
+const FRAME_BUF: usize = crate::sys::packet::MAX_RECV;
 
 /// `braid up` with an Ethernet bond: set up, run until SIGINT/SIGTERM or `braid down`,
 /// put everything back.
@@ -91,6 +96,8 @@ struct EtherDaemon {
     tap_write_errors: u64,
     down_requested: bool,
     started: Instant,
+    /// When the members' carrier is next asked for ([`MIIMON`]).
+    next_miimon: Instant,
 }
 
 impl EtherDaemon {
@@ -140,10 +147,21 @@ impl EtherDaemon {
         };
         let tap = Tap::open(&b.interface, mac, b.mtu, true)
             .with_context(|| format!("cannot create the TAP interface {}", b.interface))?;
-        let devs: Vec<String> = ether.members.iter().map(|m| m.dev.clone()).collect();
+        // The ports there now; one that appears later joins without addresses to move.
+        let devs: Vec<String> = members
+            .iter()
+            .filter(|m| m.sock.is_some())
+            .map(|m| m.dev.clone())
+            .collect();
         let moved =
             ether_addrs::take_over(&b.interface, &devs, &state_file, ether.take_default_route)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
+        dlog!(
+            now,
+            "braid: moved onto {}: {}",
+            b.interface,
+            moved.summary()
+        );
         add_address(now, &b.interface, &b.address.to_string());
         if let Some(a6) = b.address6 {
             add_address(now, &b.interface, &a6.to_string());
@@ -151,10 +169,11 @@ impl EtherDaemon {
         let mut bond = EtherBond::new(bond_config::core_config(cfg, ether, mac))
             .map_err(|e| anyhow::anyhow!("bond: {e}"))?;
         for m in &mut members {
+            // A port missing now speaks (LACP) from the bond's MAC when it comes.
             let mac = m
                 .sock
                 .as_ref()
-                .map_or([0; 6], crate::sys::packet::PacketSocket::mac);
+                .map_or(mac, crate::sys::packet::PacketSocket::mac);
             m.carrier = m.carrier_now();
             let id = bond.add_member(
                 now,
@@ -189,6 +208,7 @@ impl EtherDaemon {
             tap_write_errors: 0,
             down_requested: false,
             started: now,
+            next_miimon: now + MIIMON,
         };
         dlog!(
             now,
@@ -335,6 +355,7 @@ impl EtherDaemon {
             self.bond.poll_timeout(),
             crate::log::next_repeat_due(),
             self.control.poll_timeout(),
+            Some(self.next_miimon),
             self.members
                 .iter()
                 .filter(|m| m.sock.is_none())
@@ -466,10 +487,29 @@ impl EtherDaemon {
         for m in &mut self.members {
             if m.sock.is_none() && m.retry_at <= now {
                 m.try_open(now, true);
+                // A port made again has no guard yet (its predecessor's went with it).
+                if m.sock.is_some() {
+                    if let Err(e) = super::ether_guard::guard(&self.interface, &m.dev) {
+                        dwarn!(now, "member {} ({}): cannot keep the host stack off the port (it may answer twice): {e}", m.name, m.dev);
+                    }
+                }
                 let up = m.carrier_now();
                 if up != m.carrier {
                     m.carrier = up;
                     self.bond.set_link(now, m.id, up);
+                }
+            }
+        }
+        if self.next_miimon <= now {
+            self.next_miimon = now + MIIMON;
+            for m in self.members.iter().filter(|m| m.sock.is_some()) {
+                if let Err(e) = self.link.request(m.ifindex) {
+                    crate::log::limited(
+                        now,
+                        Level::Warn,
+                        "netlink-request",
+                        format!("braid: asking for {}'s carrier: {e}", m.dev),
+                    );
                 }
             }
         }
