@@ -75,8 +75,7 @@ pub fn svg(c: &Chart<'_>) -> String {
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         s,
-        r#"<text x="{}" y="20" font-size="14" text-anchor="middle">{}</text>"#,
-        LEFT + PW / 2.0,
+        r#"<text x="10" y="20" font-size="13">{}</text>"#,
         esc(c.title)
     );
     // Y grid.
