@@ -23,6 +23,7 @@
 //! | [`serial_tables`] | the seeds' serial tables (Bentson's EQL table, the SLIP table) |
 //! | [`matrix`] | `fault-matrix`: seeded cases of faults under a checked transfer |
 //! | [`soak`] | `soak-flaps`, `soak-overload`, `soak-junk-rekey`: long runs by hand |
+//! | [`ether`] | Ethernet bonds: Open vSwitch as LACP partner, failover gaps, the bonding seeds' experiments |
 //! | [`theory`] | the fluid-model share each HTB class should get, for the tables and tests |
 //! | [`cli`] | the `braid-lab` program's command line |
 use std::path::PathBuf;
@@ -31,6 +32,7 @@ use anyhow::{bail, Context, Result};
 
 pub mod capture;
 pub mod cli;
+pub mod ether;
 pub mod iperf;
 pub mod line;
 pub mod matrix;
@@ -98,7 +100,7 @@ pub fn main(args: LabArgs) -> Result<()> {
     if let Some(special) = args
         .scenarios
         .iter()
-        .find(|n| *n == "fault-matrix" || soak::is_soak(n))
+        .find(|n| *n == "fault-matrix" || soak::is_soak(n) || ether::is_ether(n))
     {
         if args.scenarios.len() > 1 {
             bail!("{special} runs alone: give it as the only scenario");
@@ -117,6 +119,9 @@ pub fn main(args: LabArgs) -> Result<()> {
                 args.json.as_deref(),
                 args.quiet,
             );
+        }
+        if ether::is_ether(special) {
+            return ether::main(special, &args);
         }
         preflight_netns()?;
         return soak::main(special, &args);
@@ -150,7 +155,7 @@ pub fn main(args: LabArgs) -> Result<()> {
             "{:<18} {:>4}    seeded cases of faults under a checked transfer (--cases N --seed S; docs/reliability.md)",
             "fault-matrix", ""
         );
-        for (name, secs, description) in soak::LIST {
+        for (name, secs, description) in soak::LIST.iter().chain(ether::LIST) {
             println!("{name:<18} {secs:>4} s  {description}");
         }
         return Ok(());

@@ -126,7 +126,7 @@ pub fn receive(bind: SocketAddrV4, start: Instant, until_s: f64) -> Result<Vec<u
 }
 
 /// Ask the kernel for receive timestamps; false if it refuses (then reads are timed here).
-fn arrival_stamps(sock: &UdpSocket) -> bool {
+pub(super) fn arrival_stamps(sock: &UdpSocket) -> bool {
     let on: libc::c_int = 1;
     // SAFETY: setsockopt on our own socket with a pointer to a live c_int and its size.
     let rc = unsafe {
@@ -142,7 +142,7 @@ fn arrival_stamps(sock: &UdpSocket) -> bool {
 }
 
 /// One datagram and, when `stamps`, the kernel's receive time (CLOCK_REALTIME, ns).
-fn recv_stamped(
+pub(super) fn recv_stamped(
     sock: &UdpSocket,
     buf: &mut [u8],
     stamps: bool,
