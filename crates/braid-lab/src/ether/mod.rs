@@ -15,6 +15,7 @@ pub mod probe;
 pub mod runs;
 pub mod seeds;
 pub mod topo;
+pub mod unshaped;
 pub mod xyplot;
 
 use anyhow::{bail, Context, Result};
@@ -37,6 +38,11 @@ pub const LIST: &[(&str, u64, &str)] = &[
         "ether-ovs",
         80,
         "braid's Ethernet bond into an OVS switch (LACP and static), 3 clients: LACP agreement, failover gaps, goodput",
+    ),
+    (
+        "ether-unshaped",
+        60,
+        "the cost of the layer-2 path: TCP through a plain veth and through braid's bond of 1 and 2 unshaped members, CPU per Gbit/s",
     ),
     (
         "seed002-fig2",
@@ -107,6 +113,11 @@ pub fn main(name: &str, args: &crate::LabArgs) -> Result<()> {
             .into_iter()
             .flat_map(|r| r.missed)
             .collect(),
+        "ether-unshaped" => {
+            let o = opts(name, args)?;
+            unshaped::run(&o.bonder, o.secs)?;
+            Vec::new()
+        }
         "seed002-fig2" => {
             seeds::seed002(&opts(name, args)?, &args.out)?;
             Vec::new()
