@@ -22,8 +22,13 @@ use serde_json::Value;
 const BOND_A: Ipv4Addr = Ipv4Addr::new(10, 211, 0, 1);
 const BOND_B: Ipv4Addr = Ipv4Addr::new(10, 211, 0, 2);
 
-/// A side's config: bond0 over the side's two veth ends.
+/// A side's config: bond0 over the side's two veth ends; `{peer}` in `keys` is the other
+/// side's bond address.
 fn config(topo: &Topology, side_a: bool, keys: &str) -> String {
+    let keys = keys.replace(
+        "{peer}",
+        &(if side_a { BOND_B } else { BOND_A }).to_string(),
+    );
     let (addr, devs) = if side_a {
         (
             BOND_A,
@@ -302,6 +307,15 @@ fn active_backup_fails_over_when_the_active_member_loses_carrier() -> Result<()>
     wait_status(&mut d, Duration::from_secs(5), |v| {
         states(v) == ["down", "active"]
     })?;
+    // The new active member announced every address of the bond: its own and the two
+    // moved from the members (a gratuitous ARP each).
+    let announced = d.status_a()?["bond"]["members"][1]["control_tx"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        announced >= 3,
+        "{announced} announcements on the new active member"
+    );
     assert!(
         gap <= 40,
         "failover took more than 400 ms: {gap} pings lost in a row"
@@ -466,5 +480,60 @@ fn a_member_missing_at_start_is_taken_when_it_appears() -> Result<()> {
         carrier(v) && states(v) == ["up", "up"]
     })?;
     assert_eq!(common::ping(&topo.ns_a, BOND_B, 4)?, 4);
+    Ok(())
+}
+
+#[test]
+fn the_arp_monitor_fails_over_from_a_member_that_went_silent() -> Result<()> {
+    let Some(_lock) =
+        common::netns_or_skip("the_arp_monitor_fails_over_from_a_member_that_went_silent")
+    else {
+        return Ok(());
+    };
+    let (topo, mut d) = bring_up(
+        "scheduler = \"active-backup\"\nprimary = \"e0\"\narp_interval = 100\narp_ip_target = [\"{peer}\"]\n",
+    )?;
+    wait_status(&mut d, Duration::from_secs(10), |v| {
+        carrier(v) && states(v) == ["active", "backup"]
+    })?;
+    assert_eq!(common::ping(&topo.ns_a, BOND_B, 2)?, 2);
+    let ns = topo.ns_a.clone();
+    let pinger =
+        std::thread::spawn(move || paced_ping(&ns, BOND_B, Duration::from_millis(10), 300));
+    netns::sleep(Duration::from_millis(1000))?;
+    // Member 0 goes silent both ways, its carrier up: only the ARP monitor can tell.
+    for (ns, dev) in [
+        (&topo.ns_a, &topo.links[0].dev_a),
+        (&topo.ns_b, &topo.links[0].dev_b),
+    ] {
+        netns::run_ok(std::process::Command::new("tc").args([
+            "-n",
+            ns,
+            "qdisc",
+            "replace",
+            "dev",
+            dev,
+            "root",
+            "blackhole",
+        ]))?;
+    }
+    let got = pinger
+        .join()
+        .map_err(|_| anyhow::anyhow!("pinger thread"))??;
+    let gap = longest_gap(&got);
+    println!(
+        "active-backup, ARP monitor every 100 ms, a member silent with its carrier up: longest gap {gap} pings at 10 ms (~{} ms)",
+        gap * 10
+    );
+    let st = d.status_a()?;
+    assert_eq!(st["bond"]["members"][0]["arp_up"], false, "{st}");
+    assert!(
+        gap <= 100,
+        "no failover within 1 s: {gap} pings lost in a row"
+    );
+    assert!(
+        got.iter().rev().take(50).all(|g| *g),
+        "pings did not come back"
+    );
     Ok(())
 }

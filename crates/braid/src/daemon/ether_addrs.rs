@@ -584,6 +584,14 @@ impl Moved {
         self.put_back()
     }
 
+    /// The addresses moved onto the bond (what it announces on failover, beside its own).
+    pub fn addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.state
+            .members
+            .iter()
+            .flat_map(|m| m.addrs.iter().map(|a| a.local))
+    }
+
     /// What was moved, in words for the log: `eth1: 10.0.0.1/24, route default via
     /// 10.0.0.254 -> bond0`.
     pub fn summary(&self) -> String {

@@ -166,7 +166,7 @@ impl EtherDaemon {
         if let Some(a6) = b.address6 {
             add_address(now, &b.interface, &a6.to_string());
         }
-        let mut bond = EtherBond::new(bond_config::core_config(cfg, ether, mac))
+        let mut bond = EtherBond::new(bond_config::core_config(cfg, ether, mac, moved.addresses()))
             .map_err(|e| anyhow::anyhow!("bond: {e}"))?;
         for m in &mut members {
             // A port missing now speaks (LACP) from the bond's MAC when it comes.
