@@ -23,6 +23,10 @@ const ALL_NODES_MAC: [u8; 6] = [0x33, 0x33, 0, 0, 0, 1];
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 const ARPOP_REQUEST: u16 = 1;
 const ARPOP_REPLY: u16 = 2;
+/// RARP's "request reverse" (RFC 903), what Open vSwitch's learning frames carry.
+const ARPOP_RREQUEST: u16 = 3;
+/// Reverse ARP.
+const ETHERTYPE_RARP: u16 = 0x8035;
 const IPPROTO_IGMP: u8 = 2;
 const NEXTHDR_ICMPV6: u8 = 58;
 const NDISC_NEIGHBOUR_ADVERTISEMENT: u8 = 136;
@@ -99,6 +103,31 @@ pub(crate) fn arp_reply(frame: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr)> {
         Some(Ipv4Addr::from(o))
     };
     Some((ip(&a[14..18])?, ip(&a[24..28])?))
+}
+
+/// A MAC learning frame for `mac`, as Open vSwitch sends one for each MAC it learned
+/// behind a bond when the bond's active member changes (`compose_rarp`): a broadcast
+/// RARP request (EtherType 0x8035, operation 3) from `mac` with sender and target
+/// hardware address `mac` and zero protocol addresses, so that the switches learn `mac`
+/// on the new member. Returns [`ARP_FRAME_LEN`].
+pub(crate) fn emit_learning(buf: &mut [u8], mac: [u8; 6]) -> usize {
+    let Some(f) = buf.get_mut(..ARP_FRAME_LEN) else {
+        return 0;
+    };
+    f[0..6].copy_from_slice(&BROADCAST);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&ETHERTYPE_RARP.to_be_bytes());
+    let a = &mut f[ETH_HLEN..];
+    a[0..2].copy_from_slice(&1u16.to_be_bytes());
+    a[2..4].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    a[4] = 6;
+    a[5] = 4;
+    a[6..8].copy_from_slice(&ARPOP_RREQUEST.to_be_bytes());
+    a[8..14].copy_from_slice(&mac);
+    a[14..18].fill(0);
+    a[18..24].copy_from_slice(&mac);
+    a[24..28].fill(0);
+    ARP_FRAME_LEN
 }
 
 /// An unsolicited Neighbour Advertisement for `addr` from `mac`, as the kernel's

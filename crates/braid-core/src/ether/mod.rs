@@ -53,6 +53,7 @@ use frames::ETH_HLEN;
 #[derive(Clone, Copy, Debug)]
 enum Control {
     GratuitousArp(usize, Ipv4Addr),
+    Learning(usize, [u8; 6]),
     UnsolicitedNa(usize, Ipv6Addr),
     ArpProbe(usize, Ipv4Addr),
 }
@@ -113,7 +114,15 @@ pub struct EtherBond {
     arp_candidate: Option<usize>,
     tx_drops: DropCounts,
     unknown_member_rx: u64,
+    /// active-backup: source MACs other than the bond's seen in frames it sent (a bridge
+    /// or VMs behind the TAP), announced by learning frames on failover; at most
+    /// [`LEARNED_MAX`], the oldest replaced.
+    learned: Vec<[u8; 6]>,
+    learned_next: usize,
 }
+
+/// The most MACs behind the bond announced on failover.
+const LEARNED_MAX: usize = 64;
 
 impl EtherBond {
     /// A bond with no members.
@@ -158,6 +167,8 @@ impl EtherBond {
             events_dropped: 0,
             arp_next: None,
             arp_candidate: None,
+            learned: Vec::with_capacity(LEARNED_MAX),
+            learned_next: 0,
             tx_drops: DropCounts::default(),
             unknown_member_rx: 0,
         };
@@ -229,7 +240,10 @@ impl EtherBond {
         }
         let chosen = match self.config.mode {
             Mode::RoundRobin => self.rr_member(frame),
-            Mode::ActiveBackup => self.active.filter(|&i| self.members[i].usable),
+            Mode::ActiveBackup => {
+                self.learn(frame);
+                self.active.filter(|&i| self.members[i].usable)
+            }
             Mode::Xor | Mode::Lacp => self.hashed_member(frame),
             Mode::Broadcast => {
                 if self.usable_count == 0 {
@@ -373,6 +387,7 @@ impl EtherBond {
         while let Some(c) = self.control.pop_front() {
             let i = match c {
                 Control::GratuitousArp(i, _)
+                | Control::Learning(i, _)
                 | Control::UnsolicitedNa(i, _)
                 | Control::ArpProbe(i, _) => i,
             };
@@ -385,6 +400,7 @@ impl EtherBond {
             let mac = self.config.mac;
             let len = match c {
                 Control::GratuitousArp(_, ip) => frames::emit_arp_request(buf, mac, ip, ip),
+                Control::Learning(_, behind) => frames::emit_learning(buf, behind),
                 Control::UnsolicitedNa(_, ip) => frames::emit_unsolicited_na(buf, mac, ip),
                 Control::ArpProbe(_, target) => {
                     let source = self
@@ -485,7 +501,7 @@ impl EtherBond {
             .arp_monitor
             .as_ref()
             .map_or(0, |arp| 2 * arp.targets.len() * self.members.len().max(1));
-        self.control_cap = announce + probes + 4;
+        self.control_cap = announce + LEARNED_MAX + probes + 4;
         let extra = self.control_cap.saturating_sub(self.control.len());
         self.control.reserve(extra);
     }
@@ -588,10 +604,32 @@ impl EtherBond {
         }
     }
 
-    /// `count` rounds of a gratuitous ARP per IPv4 address and an unsolicited NA per
+    /// Remember the source MAC of a frame sent (if it is not the bond's own, and
+    /// unicast), for the learning frames of the next failover.
+    fn learn(&mut self, frame: &[u8]) {
+        let Some(src) = frames::src_mac(frame) else {
+            return;
+        };
+        if src == self.config.mac || src[0] & 1 != 0 || self.learned.contains(&src) {
+            return;
+        }
+        if self.learned.len() < LEARNED_MAX {
+            self.learned.push(src);
+        } else {
+            self.learned[self.learned_next] = src;
+            self.learned_next = (self.learned_next + 1) % LEARNED_MAX;
+        }
+    }
+
+    /// A learning frame (Open vSwitch's) for each MAC seen behind the bond, then `count`
+    /// rounds of a gratuitous ARP per IPv4 address and an unsolicited NA per
     /// IPv6 address, on member `i` (NETDEV_NOTIFY_PEERS: `inet_gratuitous_arp`,
     /// `ndisc_send_unsol_na`).
     fn announce(&mut self, i: usize) {
+        for k in 0..self.learned.len() {
+            let mac = self.learned[k];
+            self.queue(Control::Learning(i, mac));
+        }
         for _ in 0..self.config.announce.count {
             for k in 0..self.config.announce.ipv4.len() {
                 let ip = self.config.announce.ipv4[k];

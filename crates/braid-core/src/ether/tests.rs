@@ -294,6 +294,52 @@ fn active_backup_announces_on_the_new_active_member() {
 }
 
 #[test]
+fn active_backup_sends_learning_frames_for_the_macs_behind_it_on_failover() {
+    let mut cfg = EtherConfig::new(BOND_MAC, Mode::ActiveBackup);
+    cfg.announce.ipv4 = vec![Ipv4Addr::new(10, 210, 0, 1)];
+    let mut b = bond_with(cfg, 2);
+    drain_tx(&mut b, T0);
+    // Frames from two hosts behind the bond (twice each), the bond's own and a
+    // multicast source: two MACs learned.
+    for src5 in [1, 2, 1, 2] {
+        b.transmit(T0, &frame(9, src5, 0x0800));
+    }
+    let mut own = frame(9, 0, 0x0800);
+    own[6..12].copy_from_slice(&BOND_MAC);
+    b.transmit(T0, &own);
+    let mut group = frame(9, 0, 0x0800);
+    group[6] = 0x01;
+    b.transmit(T0, &group);
+    b.set_link(T0, MemberId(0), false);
+    let sent = drain_tx(&mut b, T0);
+    assert_eq!(sent.len(), 3, "two learning frames and the gratuitous ARP");
+    assert!(sent.iter().all(|(m, _)| *m == MemberId(1)));
+    for (k, src5) in [1u8, 2].into_iter().enumerate() {
+        let mac = [0x02, 0, 0, 0, 0x30, src5];
+        let mut want = [0u8; 42];
+        frames::emit_learning(&mut want, mac);
+        assert_eq!(sent[k].1, want.to_vec());
+    }
+    // compose_rarp's bytes: broadcast, RARP, Ethernet/IPv4, request reverse, sender and
+    // target hardware address the learned MAC, zero protocol addresses.
+    let f = &sent[0].1;
+    let mac = [0x02, 0, 0, 0, 0x30, 1];
+    assert_eq!(&f[0..6], &[0xff; 6]);
+    assert_eq!(&f[6..12], &mac);
+    assert_eq!(&f[12..22], &[0x80, 0x35, 0, 1, 0x08, 0, 6, 4, 0, 3]);
+    assert_eq!((&f[22..28], &f[28..32]), (&mac[..], &[0u8; 4][..]));
+    assert_eq!((&f[32..38], &f[38..42]), (&mac[..], &[0u8; 4][..]));
+    // At most 64 are kept, the oldest replaced.
+    for i in 0..100u8 {
+        b.transmit(T0, &frame(9, 100 + i, 0x0800));
+    }
+    b.set_link(T0, MemberId(0), true);
+    b.set_link(T0, MemberId(1), false);
+    let sent = drain_tx(&mut b, T0);
+    assert_eq!(sent.len(), 64 + 1);
+}
+
+#[test]
 fn receive_drops_backup_members_looped_and_short_frames() {
     let mut b = bond(Mode::ActiveBackup, 2);
     let f = frame(1, 1, 0x0800);
