@@ -387,6 +387,30 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_micros((utime + stime) * 1_000_000 / tck))
 }
 
+/// Shape `dev` in `ns` to `rate_bps` with tbf: a bucket of `burst` bytes (default 2 ms at
+/// rate, at least two full-size packets) and a queue of 50 ms: a link that serialises
+/// packets, not one that passes 10 ms bursts at line rate.
+pub fn tbf(ns: &str, dev: &str, rate_bps: u64, burst: Option<u64>) -> Result<()> {
+    let burst = burst.unwrap_or((rate_bps / 8 / 500).max(3_200));
+    run_ok(Command::new("tc").args([
+        "-n",
+        ns,
+        "qdisc",
+        "replace",
+        "dev",
+        dev,
+        "root",
+        "tbf",
+        "rate",
+        &format!("{rate_bps}bit"),
+        "burst",
+        &burst.to_string(),
+        "latency",
+        "50ms",
+    ]))?;
+    Ok(())
+}
+
 /// One veth pair between the two namespaces: path `index` of a topology.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Link {
@@ -502,26 +526,8 @@ impl Topology {
 
     pub fn set_rate(&self, i: usize, rate_bps: u64) -> Result<()> {
         let link = self.links.get(i).ok_or_else(|| anyhow!("no path {i}"))?;
-        // Bucket of 2 ms at rate (at least two full-size packets), queue of 50 ms: a
-        // link that serialises packets, not one that passes 10 ms bursts at line rate.
-        let burst = (rate_bps / 8 / 500).max(3_200);
         for (ns, dev) in [(&self.ns_a, &link.dev_a), (&self.ns_b, &link.dev_b)] {
-            run_ok(Command::new("tc").args([
-                "-n",
-                ns,
-                "qdisc",
-                "replace",
-                "dev",
-                dev,
-                "root",
-                "tbf",
-                "rate",
-                &format!("{rate_bps}bit"),
-                "burst",
-                &burst.to_string(),
-                "latency",
-                "50ms",
-            ]))?;
+            tbf(ns, dev, rate_bps, None)?;
         }
         Ok(())
     }

@@ -133,23 +133,13 @@ fn paced_ping(ns: &str, dst: Ipv4Addr, interval: Duration, count: u16) -> Result
         while now() < end {
             if sent < count && now() >= start + interval * u32::from(sent) {
                 sent += 1;
-                let mut pkt = vec![8u8, 0, 0, 0];
-                pkt.extend_from_slice(&id.to_be_bytes());
-                pkt.extend_from_slice(&sent.to_be_bytes());
-                pkt.extend_from_slice(&[0x5b; 56]);
-                let ck = common::checksum(&pkt);
-                pkt[2..4].copy_from_slice(&ck.to_be_bytes());
-                let _ = sock.send_to(&pkt, &to);
+                let _ = sock.send_to(&common::echo_request(id, sent), &to);
             }
             let mut buf = [0u8; 1500];
             let Ok(n) = (&sock).read(&mut buf) else {
                 continue;
             };
-            let b = &buf[..n];
-            let ihl = usize::from(b.first().copied().unwrap_or(0) & 0x0f) * 4;
-            let icmp = b.get(ihl..).unwrap_or(&[]);
-            if icmp.len() >= 8 && icmp[0] == 0 && icmp[4..6] == id.to_be_bytes() {
-                let seq = u16::from_be_bytes([icmp[6], icmp[7]]);
+            if let Some(seq) = common::echo_reply_seq(&buf[..n], id) {
                 if let Some(g) = got.get_mut(usize::from(seq).wrapping_sub(1)) {
                     *g = true;
                 }
@@ -506,16 +496,7 @@ fn the_arp_monitor_fails_over_from_a_member_that_went_silent() -> Result<()> {
         (&topo.ns_a, &topo.links[0].dev_a),
         (&topo.ns_b, &topo.links[0].dev_b),
     ] {
-        netns::run_ok(std::process::Command::new("tc").args([
-            "-n",
-            ns,
-            "qdisc",
-            "replace",
-            "dev",
-            dev,
-            "root",
-            "blackhole",
-        ]))?;
+        braid_lab::ether::net::silence(ns, dev, true, None)?;
     }
     let got = pinger
         .join()

@@ -102,25 +102,7 @@ pub fn shape(ns: &str, dev: &str, mbit: f64) -> Result<()> {
 /// that fits in it crosses at the veth's speed: `Some(3200)` (two full frames) keeps a
 /// port close to a NIC of that rate.
 pub fn shape_burst(ns: &str, dev: &str, mbit: f64, burst: Option<u64>) -> Result<()> {
-    let bps = (mbit * 1e6) as u64;
-    let burst = burst.unwrap_or((bps / 8 / 500).max(3_200));
-    run_ok(Command::new("tc").args([
-        "-n",
-        ns,
-        "qdisc",
-        "replace",
-        "dev",
-        dev,
-        "root",
-        "tbf",
-        "rate",
-        &format!("{bps}bit"),
-        "burst",
-        &burst.to_string(),
-        "latency",
-        "50ms",
-    ]))?;
-    Ok(())
+    crate::netns::tbf(ns, dev, (mbit * 1e6) as u64, burst)
 }
 
 /// True when `dev` in `ns` has a tbf root qdisc (the lab's shaping is in place).

@@ -74,7 +74,8 @@ fn goodput_to_clients(t: &Topo, flows: u32, secs: u64) -> Result<f64> {
     Ok(sum / 1e6)
 }
 
-fn spec(scheduler: &str, hash: Option<&str>) -> BondSpec {
+/// A bond of `scheduler` (and `hash`), LACP fast, addresses set by the topology.
+pub(super) fn spec(scheduler: &str, hash: Option<&str>) -> BondSpec {
     BondSpec {
         scheduler: scheduler.into(),
         hash: hash.map(str::to_string),
@@ -82,6 +83,34 @@ fn spec(scheduler: &str, hash: Option<&str>) -> BondSpec {
         address: String::new(),
         mac: None,
     }
+}
+
+/// A carrier cut (target 100 ms) and, with `silence = Some(reverse)`, a member silent
+/// both ways with its carrier up (target 3 s, LACP fast), the probe stream the other way
+/// when `reverse`; the topology settled again after each.
+fn failovers(t: &Topo, silence: Option<bool>, missed: &mut Vec<String>) -> Result<Vec<Failover>> {
+    let mut out = Vec::new();
+    let f = failover::measure(
+        &t.flow(false),
+        &t.ports(false),
+        Cut::Carrier,
+        Duration::from_secs(2),
+    )?;
+    check_failover(&f, 100.0, missed);
+    out.push(f);
+    if let Some(reverse) = silence {
+        settle(t)?;
+        let f = failover::measure(
+            &t.flow(reverse),
+            &t.ports(reverse),
+            Cut::Silence,
+            Duration::from_secs(5),
+        )?;
+        check_failover(&f, 3000.0, missed);
+        out.push(f);
+    }
+    settle(t)?;
+    Ok(out)
 }
 
 fn check_failover(f: &Failover, target_ms: f64, missed: &mut Vec<String>) {
@@ -125,27 +154,8 @@ pub fn back_to_back(o: &Opts) -> Result<Vec<Row>> {
         let t = Topo::new(topo_spec(o, 2, o.bonder.clone(), Far::BackToBack, s))?;
         let up_s = start.elapsed().as_secs_f64();
         let mut missed = Vec::new();
-        let mut failovers = Vec::new();
-        let f = failover::measure(
-            &t.flow(false),
-            &t.ports(false),
-            Cut::Carrier,
-            Duration::from_secs(2),
-        )?;
-        check_failover(&f, 100.0, &mut missed);
-        failovers.push(f);
-        if sched == "802.3ad" {
-            settle(&t)?;
-            let f = failover::measure(
-                &t.flow(false),
-                &t.ports(false),
-                Cut::Silence,
-                Duration::from_secs(5),
-            )?;
-            check_failover(&f, 3000.0, &mut missed);
-            failovers.push(f);
-        }
-        settle(&t)?;
+        let silence = (sched == "802.3ad").then_some(false);
+        let failovers = failovers(&t, silence, &mut missed)?;
         let (ns, addr) = t.peer();
         t.check_shaped()?;
         let before = member_bytes(&t)?;
@@ -217,29 +227,10 @@ pub fn into_switch(o: &Opts) -> Result<Vec<Row>> {
             .filter(|l| l.contains("DISAGREE"))
             .cloned()
             .collect();
-        let mut failovers = Vec::new();
-        let f = failover::measure(
-            &t.flow(false),
-            &t.ports(false),
-            Cut::Carrier,
-            Duration::from_secs(2),
-        )?;
-        check_failover(&f, 100.0, &mut missed);
-        failovers.push(f);
-        if lacp != Lacp::Off {
-            settle(&t)?;
-            // The switch sends to the host on a member that then goes silent both ways:
-            // the host's LACP must expire the partner and tell the switch.
-            let f = failover::measure(
-                &t.flow(true),
-                &t.ports(true),
-                Cut::Silence,
-                Duration::from_secs(5),
-            )?;
-            check_failover(&f, 3000.0, &mut missed);
-            failovers.push(f);
-        }
-        settle(&t)?;
+        // With LACP, the switch sends to the host on a member that then goes silent both
+        // ways: the host's LACP must expire the partner and tell the switch.
+        let silence = (lacp != Lacp::Off).then_some(true);
+        let failovers = failovers(&t, silence, &mut missed)?;
         t.check_shaped()?;
         let before = member_bytes(&t)?;
         let g = goodput_to_clients(&t, 4, o.secs)?;
@@ -335,9 +326,20 @@ pub fn member_mbit(t: &Topo, before: &[u64], secs: u64) -> Result<String> {
 }
 
 fn topo_spec(o: &Opts, members: usize, bonder: Bonder, far: Far, bond: BondSpec) -> TopoSpec {
+    shaped(Some(o.rate_mbit), members, bonder, far, bond)
+}
+
+/// `members` members shaped to `rate_mbit` each (None: unshaped), clients unshaped.
+pub(super) fn shaped(
+    rate_mbit: Option<f64>,
+    members: usize,
+    bonder: Bonder,
+    far: Far,
+    bond: BondSpec,
+) -> TopoSpec {
     TopoSpec {
         members,
-        rate_mbit: Some(o.rate_mbit),
+        rate_mbit,
         client_mbit: None,
         tight: false,
         bond,

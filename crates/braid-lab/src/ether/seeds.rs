@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::braid::BondSpec;
 use super::netpipe::{self, Point};
 use super::ovs::Lacp;
-use super::runs::{goodput, Opts};
+use super::runs::{goodput, shaped, spec, Opts};
 use super::topo::{client_addr, Bonder, Far, Topo, TopoSpec};
 use super::xyplot::{self, Chart, Line};
 
@@ -40,8 +40,12 @@ pub fn seed002(o: &Opts, out: &Path) -> Result<Vec<Sweep>> {
         Err(_) => CONNECTIONS.collect(),
     };
     // One member, no bond: the reference line.
-    let mut runs: Vec<(String, Bonder, BondSpec, usize)> =
-        vec![("one member".into(), Bonder::Plain, spec("xor", "layer2"), 1)];
+    let mut runs: Vec<(String, Bonder, BondSpec, usize)> = vec![(
+        "one member".into(),
+        Bonder::Plain,
+        spec("xor", Some("layer2")),
+        1,
+    )];
     let ovs = matches!(o.bonder, Bonder::Ovs);
     for hash in ["layer2", "layer3+4", "gabler"] {
         if ovs && hash == "gabler" {
@@ -49,7 +53,7 @@ pub fn seed002(o: &Opts, out: &Path) -> Result<Vec<Sweep>> {
         }
         // Open vSwitch hashes by L4 only with LACP (balance-tcp); braid as bonding: xor.
         let sched = if ovs { "802.3ad" } else { "xor" };
-        runs.push((hash.into(), o.bonder.clone(), spec(sched, hash), 2));
+        runs.push((hash.into(), o.bonder.clone(), spec(sched, Some(hash)), 2));
     }
     println!(
         "seed002-fig2 ({}): 2 members of {} Mbit/s back to back, iperf3 -P N for {} s each",
@@ -58,15 +62,13 @@ pub fn seed002(o: &Opts, out: &Path) -> Result<Vec<Sweep>> {
         o.secs
     );
     for (label, bonder, bond, members) in runs {
-        let t = Topo::new(TopoSpec {
+        let t = Topo::new(shaped(
+            Some(o.rate_mbit),
             members,
-            rate_mbit: Some(o.rate_mbit),
-            client_mbit: None,
-            tight: false,
-            bond,
             bonder,
-            far: Far::BackToBack,
-        })?;
+            Far::BackToBack,
+            bond,
+        ))?;
         let (ns, addr) = t.peer();
         let mut points = Vec::new();
         for &n in &counts {
@@ -153,16 +155,6 @@ pub fn seed002(o: &Opts, out: &Path) -> Result<Vec<Sweep>> {
     Ok(sweeps)
 }
 
-fn spec(scheduler: &str, hash: &str) -> BondSpec {
-    BondSpec {
-        scheduler: scheduler.into(),
-        hash: Some(hash.into()),
-        lacp_fast: true,
-        address: String::new(),
-        mac: None,
-    }
-}
-
 fn write(dir: &Path, name: &str, text: &str) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let p = dir.join(name);
@@ -206,7 +198,7 @@ pub fn seed004(o: &Opts, out: &Path) -> Result<Vec<NpRun>> {
             rate_mbit: Some(o.rate_mbit),
             client_mbit: Some(o.rate_mbit),
             tight: true,
-            bond: spec("xor", "layer3+4"),
+            bond: spec("xor", Some("layer3+4")),
             bonder,
             far: Far::Switch {
                 lacp: Lacp::Off,

@@ -6,26 +6,17 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::braid::BondSpec;
-use super::runs::goodput;
+use super::runs::{self, goodput, shaped};
 use super::topo::{Bonder, Far, Topo, TopoSpec};
 
 fn spec(members: usize, bonder: Bonder, scheduler: &str, hash: Option<&str>) -> TopoSpec {
-    TopoSpec {
+    shaped(
+        None,
         members,
-        rate_mbit: None,
-        client_mbit: None,
-        tight: false,
-        bond: BondSpec {
-            scheduler: scheduler.into(),
-            hash: hash.map(str::to_string),
-            lacp_fast: true,
-            address: String::new(),
-            mac: None,
-        },
         bonder,
-        far: Far::BackToBack,
-    }
+        Far::BackToBack,
+        runs::spec(scheduler, hash),
+    )
 }
 
 /// One line: goodput with `flows` flows, and the daemons' CPU per Gbit/s (host, far).

@@ -218,27 +218,14 @@ pub fn ping(ns: &str, dst: std::net::Ipv4Addr, count: u16) -> anyhow::Result<u16
         let to = SocketAddr::V4(SocketAddrV4::new(dst, 0)).into();
         let mut replies = 0;
         for seq in 1..=count {
-            let mut pkt = vec![8u8, 0, 0, 0];
-            pkt.extend_from_slice(&id.to_be_bytes());
-            pkt.extend_from_slice(&seq.to_be_bytes());
-            pkt.extend_from_slice(&[0xab; 56]);
-            let ck = checksum(&pkt);
-            pkt[2..4].copy_from_slice(&ck.to_be_bytes());
-            sock.send_to(&pkt, &to)?;
+            sock.send_to(&echo_request(id, seq), &to)?;
             let end = now() + Duration::from_secs(1);
             while now() < end {
                 let mut buf = [0u8; 1500];
                 let Ok(n) = (&sock).read(&mut buf) else {
                     continue;
                 };
-                let b = &buf[..n];
-                let ihl = usize::from(b.first().copied().unwrap_or(0) & 0x0f) * 4;
-                let icmp = b.get(ihl..).unwrap_or(&[]);
-                if icmp.len() >= 8
-                    && icmp[0] == 0
-                    && icmp[4..6] == id.to_be_bytes()
-                    && icmp[6..8] == seq.to_be_bytes()
-                {
+                if echo_reply_seq(&buf[..n], id) == Some(seq) {
                     replies += 1;
                     break;
                 }
@@ -247,6 +234,26 @@ pub fn ping(ns: &str, dst: std::net::Ipv4Addr, count: u16) -> anyhow::Result<u16
         Ok(replies)
     })?;
     h.join().map_err(|_| anyhow::anyhow!("pinger panicked"))?
+}
+
+/// An ICMP echo request of identifier `id` and sequence number `seq`, 56 bytes of data.
+pub fn echo_request(id: u16, seq: u16) -> Vec<u8> {
+    let mut pkt = vec![8u8, 0, 0, 0];
+    pkt.extend_from_slice(&id.to_be_bytes());
+    pkt.extend_from_slice(&seq.to_be_bytes());
+    pkt.extend_from_slice(&[0xab; 56]);
+    let ck = checksum(&pkt);
+    pkt[2..4].copy_from_slice(&ck.to_be_bytes());
+    pkt
+}
+
+/// The sequence number of an ICMP echo reply to identifier `id` in `ip` (an IPv4 packet
+/// as a raw socket reads it), if it is one.
+pub fn echo_reply_seq(ip: &[u8], id: u16) -> Option<u16> {
+    let ihl = usize::from(ip.first().copied().unwrap_or(0) & 0x0f) * 4;
+    let icmp = ip.get(ihl..)?;
+    (icmp.len() >= 8 && icmp[0] == 0 && icmp[4..6] == id.to_be_bytes())
+        .then(|| u16::from_be_bytes([icmp[6], icmp[7]]))
 }
 
 /// The Internet checksum (RFC 1071) of `b`.
