@@ -215,7 +215,7 @@ fn packet_sockets_cross(filtering: bool) {
     assert_eq!(rx.ifindex(), b0["ifindex"].as_u64().unwrap() as u32);
     assert_eq!(
         b0["address"].as_str().unwrap(),
-        braid::sys::netdev::fmt_mac(rx.mac())
+        braid::config::format_mac(rx.mac())
     );
     assert_eq!(b0["promiscuity"], 1, "{b0}");
 

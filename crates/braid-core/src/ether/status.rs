@@ -1,7 +1,7 @@
 //! What the bond reports about itself, for `braid status`.
 
 use super::{EtherBond, Mode};
-use crate::lacp::LacpStatus;
+use crate::lacp::{mac_string, LacpStatus};
 
 /// Frames dropped, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -91,14 +91,6 @@ pub struct MemberStatus {
     pub control_tx: u64,
     /// Its receive drops.
     pub drops: DropCounts,
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-fn mac_string(m: [u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
 }
 
 pub(super) fn build(bond: &EtherBond) -> EtherStatus {

@@ -27,6 +27,7 @@ mod pdu;
 mod port;
 mod select;
 mod status;
+pub(crate) use status::mac_string;
 
 #[cfg(test)]
 mod pdu_tests;

@@ -88,7 +88,7 @@ pub struct InfoStatus {
 }
 
 /// `aa:bb:cc:dd:ee:ff`.
-pub(super) fn mac_string(m: [u8; 6]) -> String {
+pub(crate) fn mac_string(m: [u8; 6]) -> String {
     format!(
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]

@@ -147,7 +147,12 @@ pub(crate) fn set_hwaddr(name: &str, mac: [u8; 6]) -> io::Result<()> {
         }
     })
     .map(|_| ())
-    .map_err(|e| with_context(e, &format!("{name}: set MAC {}", fmt_mac(mac))))
+    .map_err(|e| {
+        with_context(
+            e,
+            &format!("{name}: set MAC {}", crate::config::format_mac(mac)),
+        )
+    })
 }
 
 /// `name`'s Ethernet address (SIOCGIFHWADDR).
@@ -175,11 +180,6 @@ pub(crate) fn ifindex(name: &str) -> io::Result<u32> {
     // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
     let i = unsafe { r.ifr_ifru.ifru_ifindex };
     u32::try_from(i).map_err(|_| io::Error::other(format!("{name}: bad index {i}")))
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn fmt_mac(mac: [u8; 6]) -> String {
-    mac.map(|b| format!("{b:02x}")).join(":")
 }
 
 /// `read(2)` on `fd`; `WouldBlock` when nothing waits on a non-blocking fd.
@@ -212,10 +212,5 @@ mod tests {
         assert!(ifreq("").is_err());
         assert!(ifreq("0123456789abcdef").is_err());
         assert!(ifreq("a/b").is_err());
-    }
-
-    #[test]
-    fn macs_print_as_ip_does() {
-        assert_eq!(fmt_mac([2, 0, 0, 0xab, 0, 1]), "02:00:00:ab:00:01");
     }
 }
