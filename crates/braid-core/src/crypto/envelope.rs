@@ -37,6 +37,8 @@
 //!           cookie (16 bytes), associated data = the initiation's mac1)
 //! ```
 
+use std::sync::Arc;
+
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
 
 /// The version byte of every sealed datagram ([`crate::wire::SEALED_VERSION`]).
@@ -200,12 +202,17 @@ impl TransportKey {
         buf: &mut [u8],
         plaintext_len: usize,
     ) -> Result<usize, AeadError> {
-        let total = plaintext_len.checked_add(OVERHEAD).ok_or(AeadError)?;
-        let buf = buf.get_mut(..total).ok_or(AeadError)?;
-        let (head, rest) = buf.split_at_mut(HEADER_LEN);
-        let (body, tag_out) = rest.split_at_mut(plaintext_len);
-        let head: &mut [u8; HEADER_LEN] = head.try_into().map_err(|_| AeadError)?;
-        write_transport_header(head, user_type, receiver, counter);
+        let total = write_header(buf, (user_type, receiver, counter), plaintext_len)?;
+        self.seal_written(counter, buf.get_mut(..total).ok_or(AeadError)?)?;
+        Ok(total)
+    }
+
+    /// Encrypt and tag a datagram whose header is written (`datagram`: header, plaintext,
+    /// then [`TAG_LEN`] bytes for the tag), in place.
+    fn seal_written(&self, counter: u64, datagram: &mut [u8]) -> Result<(), AeadError> {
+        let body_len = datagram.len().checked_sub(OVERHEAD).ok_or(AeadError)?;
+        let (head, rest) = datagram.split_at_mut(HEADER_LEN);
+        let (body, tag_out) = rest.split_at_mut(body_len);
         let tag = self
             .0
             .seal_in_place_separate_tag(
@@ -215,7 +222,7 @@ impl TransportKey {
             )
             .map_err(|_| AeadError)?;
         tag_out.copy_from_slice(tag.as_ref());
-        Ok(total)
+        Ok(())
     }
 
     /// Open a whole transport datagram in place (header included) whose full counter is
@@ -235,6 +242,80 @@ impl TransportKey {
             )
             .map(|_| ())
             .map_err(|_| AeadError)
+    }
+}
+
+/// Write the transport header in front of `plaintext_len` bytes of plaintext at
+/// `buf[HEADER_LEN..]`; the sealed datagram's length, if `buf` holds it.
+fn write_header(
+    buf: &mut [u8],
+    (user_type, receiver, counter): (u8, u32, u64),
+    plaintext_len: usize,
+) -> Result<usize, AeadError> {
+    let total = plaintext_len.checked_add(OVERHEAD).ok_or(AeadError)?;
+    if buf.len() < total {
+        return Err(AeadError);
+    }
+    let head: &mut [u8; HEADER_LEN] = buf
+        .get_mut(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or(AeadError)?;
+    write_transport_header(head, user_type, receiver, counter);
+    Ok(total)
+}
+
+/// A transport datagram numbered and laid out but not yet encrypted: what
+/// [`crate::crypto::Tunnel::seal_deferred`] hands out so that the AEAD, the costly part,
+/// can run on another thread. Its counter is spent: seal the datagram (or drop it), never
+/// send it as it is. Holds the session's send key, not a copy of it.
+#[must_use = "the datagram is plaintext until sealed"]
+pub struct PendingSeal {
+    key: Arc<TransportKey>,
+    counter: u64,
+    len: usize,
+}
+
+impl core::fmt::Debug for PendingSeal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PendingSeal")
+            .field("counter", &self.counter)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingSeal {
+    /// Numbers and lays out one datagram: its header written into `buf` in front of the
+    /// plaintext, the AEAD left to [`PendingSeal::seal`].
+    pub(crate) fn new(
+        key: &Arc<TransportKey>,
+        header: (u8, u32, u64),
+        buf: &mut [u8],
+        plaintext_len: usize,
+    ) -> Result<PendingSeal, AeadError> {
+        let len = write_header(buf, header, plaintext_len)?;
+        Ok(PendingSeal {
+            key: Arc::clone(key),
+            counter: header.2,
+            len,
+        })
+    }
+
+    /// The sealed datagram's length (header, ciphertext, tag).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: a datagram has at least its header and tag.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Encrypt and tag `datagram` in place: the [`PendingSeal::len`] bytes the endpoint
+    /// laid out (a longer slice is cut to them). On any thread.
+    pub fn seal(&self, datagram: &mut [u8]) -> Result<(), AeadError> {
+        let d = datagram.get_mut(..self.len).ok_or(AeadError)?;
+        self.key.seal_written(self.counter, d)
     }
 }
 

@@ -52,6 +52,7 @@ mod rng;
 mod session;
 mod tunnel;
 
+pub use envelope::PendingSeal;
 pub use keys::{KeyError, PresharedKey, PrivateKey, PublicKey};
 pub use rand_core::OsRng;
 pub use replay::{ReplayVerdict, ReplayWindow, MAX_WINDOW_BITS};

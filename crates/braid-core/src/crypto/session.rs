@@ -1,7 +1,9 @@
 //! One established session: the two transport keys, the indexes, the send counter and
 //! the receive replay window.
 
-use super::envelope::{AeadError, TransportKey};
+use std::sync::Arc;
+
+use super::envelope::{AeadError, PendingSeal, TransportKey};
 use super::replay::ReplayWindow;
 use crate::Instant;
 
@@ -21,7 +23,7 @@ impl core::fmt::Display for SessionId {
 pub(crate) struct Session {
     pub local_index: u32,
     pub remote_index: u32,
-    send: TransportKey,
+    send: Arc<TransportKey>,
     recv: TransportKey,
     pub send_counter: u64,
     pub replay: ReplayWindow,
@@ -42,7 +44,7 @@ impl Session {
         let session = Self {
             local_index,
             remote_index,
-            send: TransportKey::new(&s),
+            send: Arc::new(TransportKey::new(&s)),
             recv: TransportKey::new(&r),
             send_counter: 0,
             replay: ReplayWindow::new(window_bits),
@@ -58,20 +60,22 @@ impl Session {
         SessionId(self.local_index)
     }
 
-    /// Seal with the next counter (see [`TransportKey::seal`]).
-    pub(super) fn seal(
+    /// Number and lay out a datagram with the next counter; the AEAD is the returned
+    /// job's (see [`PendingSeal`]).
+    pub(super) fn seal_deferred(
         &mut self,
         user_type: u8,
         buf: &mut [u8],
         plaintext_len: usize,
-    ) -> Result<usize, AeadError> {
-        let n = self.send.seal(
+    ) -> Result<PendingSeal, AeadError> {
+        let job = PendingSeal::new(
+            &self.send,
             (user_type, self.remote_index, self.send_counter),
             buf,
             plaintext_len,
         )?;
         self.send_counter += 1;
-        Ok(n)
+        Ok(job)
     }
 
     /// Authenticate and decrypt in place a datagram whose full counter is `counter`; the

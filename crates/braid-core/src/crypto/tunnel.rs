@@ -4,8 +4,8 @@
 
 use super::cookie::{CookieChecker, MacKeys};
 use super::envelope::{
-    self, Kind, COOKIE_REPLY_LEN, HEADER_LEN, INITIATION_LEN, MAC_LEN, OVERHEAD, RESPONSE_LEN,
-    TAG_LEN,
+    self, Kind, PendingSeal, COOKIE_REPLY_LEN, HEADER_LEN, INITIATION_LEN, MAC_LEN, OVERHEAD,
+    RESPONSE_LEN, TAG_LEN,
 };
 use super::handshake::{self, HandshakeError};
 use super::keys::{PresharedKey, PrivateKey, PublicKey};
@@ -483,6 +483,22 @@ impl Tunnel {
         buf: &mut [u8],
         plaintext_len: usize,
     ) -> Result<usize, SealError> {
+        let job = self.seal_deferred(now, user_type, buf, plaintext_len)?;
+        job.seal(buf).map_err(|_| SealError::BufferTooSmall)?;
+        Ok(job.len())
+    }
+
+    /// [`Tunnel::seal`] without the AEAD: the datagram gets its header and counter in
+    /// `buf` (plaintext until sealed), and the returned [`PendingSeal`] encrypts and tags
+    /// it, on whatever thread the caller likes, before it is sent. Datagrams may be
+    /// sealed and sent in any order (the receiver's replay window takes them so).
+    pub fn seal_deferred(
+        &mut self,
+        now: Instant,
+        user_type: u8,
+        buf: &mut [u8],
+        plaintext_len: usize,
+    ) -> Result<PendingSeal, SealError> {
         if buf.len() < plaintext_len.saturating_add(OVERHEAD) {
             return Err(SealError::BufferTooSmall);
         }
@@ -502,14 +518,14 @@ impl Tunnel {
             REKEY_AFTER_TIME_RESPONDER
         };
         let rekey = age >= rekey_age || s.send_counter >= REKEY_AFTER_MESSAGES;
-        let n = s
-            .seal(user_type, buf, plaintext_len)
+        let job = s
+            .seal_deferred(user_type, buf, plaintext_len)
             .map_err(|_| SealError::BufferTooSmall)?;
         self.counters.sealed += 1;
         if rekey {
             self.want_handshake(now);
         }
-        Ok(n)
+        Ok(job)
     }
 
     /// Copying form of [`Tunnel::seal`]: seal `plaintext` into `out`.

@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 
 pub use self::seal::{udp_overhead, Incoming, Roaming, SealConfig, SealCounters, Sealer, Sealing};
 use crate::bond::{self, Bond, BondConfig, BondError, PathConfig};
+use crate::crypto::PendingSeal;
 use crate::emu::{EmuConfig, Emulator};
 use crate::serial::{Line, LineConfig};
 use crate::wire::MessageType;
@@ -463,10 +464,33 @@ impl Endpoint {
     /// datagrams on every path, then what the emulators release, then the bond's
     /// datagrams, sealed. Call until `None` after every other call.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.next_transmit(now, buf, false).map(|(t, _)| t)
+    }
+
+    /// [`Endpoint::poll_transmit`] with the AEAD left to the caller, so that it can run on
+    /// other threads: a datagram that comes with a [`PendingSeal`] is numbered and laid
+    /// out in `buf` but still plaintext, and must be sealed with it before it is sent.
+    /// Datagrams may be sealed in any order, but each path's must go out in the order
+    /// they came: the receiver takes a gap that a path has passed for a loss. Handshakes,
+    /// plain mode's datagrams and everything for serial lines come ready, without one.
+    pub fn poll_transmit_deferred(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<(Transmit, Option<PendingSeal>)> {
+        self.next_transmit(now, buf, true)
+    }
+
+    fn next_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        defer: bool,
+    ) -> Option<(Transmit, Option<PendingSeal>)> {
         if let Some(t) = self.handshake_transmit(now, buf) {
-            return Some(t);
+            return Some((t, None));
         }
-        if let Some(t) = self.release(now, buf) {
+        if let Some(t) = self.release(now, buf, defer) {
             return Some(t);
         }
         while let Some(t) = self.bond.poll_transmit(now, &mut self.plain) {
@@ -481,23 +505,28 @@ impl Endpoint {
                 }
                 continue;
             }
-            if let Some(t) = self.seal(now, i, t.len, buf) {
+            if let Some(t) = self.seal(now, i, t.len, buf, defer) {
                 return Some(t);
             }
         }
         // What the bond just handed an emulator with no delay.
-        self.release(now, buf)
+        self.release(now, buf, defer)
     }
 
     /// What the emulators release now, sealed.
-    fn release(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    fn release(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        defer: bool,
+    ) -> Option<(Transmit, Option<PendingSeal>)> {
         for i in 0..self.paths.len() {
             while let Some(n) = self.paths[i]
                 .emu
                 .as_mut()
                 .and_then(|e| e.poll(now, &mut self.plain))
             {
-                if let Some(t) = self.seal(now, i, n, buf) {
+                if let Some(t) = self.seal(now, i, n, buf, defer) {
                     return Some(t);
                 }
             }
@@ -551,9 +580,16 @@ impl Endpoint {
         }
     }
 
-    /// Seal `self.plain[..n]` for path index `i`: into `buf` for a UDP path (returned),
-    /// into its lane for a serial line.
-    fn seal(&mut self, now: Instant, i: usize, n: usize, buf: &mut [u8]) -> Option<Transmit> {
+    /// Seal `self.plain[..n]` for path index `i`: into `buf` for a UDP path (returned;
+    /// with `defer`, its AEAD left to the caller), into its lane for a serial line.
+    fn seal(
+        &mut self,
+        now: Instant,
+        i: usize,
+        n: usize,
+        buf: &mut [u8],
+        defer: bool,
+    ) -> Option<(Transmit, Option<PendingSeal>)> {
         let side = self.paths.get_mut(i)?;
         let datagram = self.plain.get(..n)?;
         let kind = match datagram.get(1).copied().map(MessageType::try_from) {
@@ -575,13 +611,19 @@ impl Endpoint {
                 return None;
             }
         };
-        let len = self.sealer.outgoing(now, datagram, side.wire, buf)?;
-        Some(Transmit {
+        let (len, job) = if defer {
+            self.sealer
+                .outgoing_deferred(now, datagram, side.wire, buf)?
+        } else {
+            (self.sealer.outgoing(now, datagram, side.wire, buf)?, None)
+        };
+        let t = Transmit {
             path: side.id,
             to,
             len,
             kind,
-        })
+        };
+        Some((t, job))
     }
 
     /// The next packet for the TUN (a frame for the TAP, as the bond's

@@ -27,7 +27,7 @@ use core::time::Duration;
 use std::net::SocketAddr;
 
 use crate::crypto::envelope::{HEADER_LEN, OVERHEAD};
-use crate::crypto::{Opened, Rejected, SealError, SessionId, Tunnel, TunnelConfig};
+use crate::crypto::{Opened, PendingSeal, Rejected, SealError, SessionId, Tunnel, TunnelConfig};
 use crate::plain::{self, PlainTags, TagCounters, TAG_HEADER_LEN};
 use crate::wire::folded::{self, SeqRef, DATA_SAVING};
 use crate::Instant;
@@ -231,10 +231,28 @@ impl Sealer {
         wire_path: u8,
         out: &mut [u8],
     ) -> Option<usize> {
-        if self.tunnel.is_none() {
-            return self.tags.wrap_into(datagram, out);
+        let (n, job) = self.outgoing_deferred(now, datagram, wire_path, out)?;
+        match job {
+            Some(job) => seal_now(&job, out),
+            None => Some(n),
         }
-        self.outgoing_line(now, datagram, wire_path, out)
+    }
+
+    /// [`Sealer::outgoing`] with the AEAD left to the caller: with keys, `out` holds the
+    /// folded datagram, numbered but plaintext, and the [`PendingSeal`] seals it (on any
+    /// thread) before it may be sent; without keys, the datagram is ready (`None`).
+    pub fn outgoing_deferred(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        wire_path: u8,
+        out: &mut [u8],
+    ) -> Option<(usize, Option<PendingSeal>)> {
+        if self.tunnel.is_none() {
+            return self.tags.wrap_into(datagram, out).map(|n| (n, None));
+        }
+        let job = self.fold_and_number(now, datagram, wire_path, out)?;
+        Some((job.len(), Some(job)))
     }
 
     /// Seal one datagram of the bond for a serial line into `out`: with keys folded and
@@ -246,16 +264,29 @@ impl Sealer {
         wire_path: u8,
         out: &mut [u8],
     ) -> Option<usize> {
-        let Some(t) = &mut self.tunnel else {
+        if self.tunnel.is_none() {
             let dst = out.get_mut(..datagram.len())?;
             dst.copy_from_slice(datagram);
             return Some(datagram.len());
-        };
+        }
+        let job = self.fold_and_number(now, datagram, wire_path, out)?;
+        seal_now(&job, out)
+    }
+
+    /// Fold `datagram` into `out` and give it the session's next counter (with keys).
+    fn fold_and_number(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        wire_path: u8,
+        out: &mut [u8],
+    ) -> Option<PendingSeal> {
+        let t = self.tunnel.as_mut()?;
         // The bond only emits datagrams that parse; an output buffer too short is the
         // caller's (it is sized for the largest datagram).
         let (ty, n) = folded::fold(datagram, wire_path, out.get_mut(HEADER_LEN..)?).ok()?;
-        match t.seal(now, ty as u8, out, n) {
-            Ok(n) => Some(n),
+        match t.seal_deferred(now, ty as u8, out, n) {
+            Ok(job) => Some(job),
             Err(SealError::NoSession | SealError::BufferTooSmall) => {
                 self.counters.no_session_dropped += 1;
                 None
@@ -461,6 +492,13 @@ impl Sealer {
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v)
     }
+}
+
+/// Seal a datagram laid out in `out` at once: its length.
+fn seal_now(job: &PendingSeal, out: &mut [u8]) -> Option<usize> {
+    job.seal(out)
+        .expect("the datagram was laid out in this very buffer");
+    Some(job.len())
 }
 
 #[cfg(test)]

@@ -349,24 +349,8 @@ fn a_data_packet_costs_37_bytes_sealed_or_plain() {
     let tunnelled = bare_payload - (20 + 8 + BRAID_BYTES);
     assert!(tunnelled as f64 / bare_payload as f64 >= 0.955);
     for sealed in [true, false] {
-        let (ca, cb) = configs(sealed);
+        let (mut a, mut b, (pa, aa), (pb, ba)) = two_on_one_path(sealed);
         let t0 = Instant::ZERO;
-        let mut a = Endpoint::new(ca, t0);
-        let mut b = Endpoint::new(cb, t0);
-        let (aa, ba): (SocketAddr, SocketAddr) = (
-            "192.0.2.1:7000".parse().expect("address"),
-            "192.0.2.2:7000".parse().expect("address"),
-        );
-        let path = || PathConfig {
-            name: "p0".into(),
-            ..PathConfig::default()
-        };
-        let pa = a
-            .add_path(t0, path(), PathKind::Udp { remote: Some(ba) }, None)
-            .expect("path");
-        let pb = b
-            .add_path(t0, path(), PathKind::Udp { remote: Some(aa) }, None)
-            .expect("path");
         let packet = udp_packet(7, 1000, 40000, 5001);
         let mut buf = vec![0u8; MAX_DATAGRAM + 64];
         let mut data = Vec::new();
@@ -396,5 +380,99 @@ fn a_data_packet_costs_37_bytes_sealed_or_plain() {
         assert_eq!(data, [packet.len() + BRAID_BYTES], "sealed: {sealed}");
         assert_eq!(got.len(), 1, "sealed: {sealed}");
         assert_eq!(got[0], packet, "sealed: {sealed}");
+    }
+}
+
+/// Two endpoints with one UDP path between them, driven by hand: the endpoints and each
+/// one's path id and address.
+#[allow(clippy::type_complexity)]
+fn two_on_one_path(
+    sealed: bool,
+) -> (
+    Endpoint,
+    Endpoint,
+    (PathId, SocketAddr),
+    (PathId, SocketAddr),
+) {
+    let (ca, cb) = configs(sealed);
+    let t0 = Instant::ZERO;
+    let mut a = Endpoint::new(ca, t0);
+    let mut b = Endpoint::new(cb, t0);
+    let (aa, ba): (SocketAddr, SocketAddr) = (
+        "192.0.2.1:7000".parse().expect("address"),
+        "192.0.2.2:7000".parse().expect("address"),
+    );
+    let path = || PathConfig {
+        name: "p0".into(),
+        ..PathConfig::default()
+    };
+    let pa = a
+        .add_path(t0, path(), PathKind::Udp { remote: Some(ba) }, None)
+        .expect("path");
+    let pb = b
+        .add_path(t0, path(), PathKind::Udp { remote: Some(aa) }, None)
+        .expect("path");
+    (a, b, (pa, aa), (pb, ba))
+}
+
+/// `poll_transmit_deferred`: sealed data comes laid out but plaintext with a job that
+/// seals it; unsealed it is refused by the peer (bad tag); sealed in any order (here
+/// backwards, as worker threads might) and sent in the order given, it all arrives, in
+/// order. Plain mode's datagrams come ready, without a job. (Sent out of order on one
+/// path they would not all arrive in order: the receiver takes a gap that a path has
+/// passed for a loss.)
+#[test]
+fn deferred_sealing_may_run_in_any_order() {
+    for sealed in [true, false] {
+        let (mut a, mut b, (pa, aa), (pb, ba)) = two_on_one_path(sealed);
+        let mut buf = vec![0u8; MAX_DATAGRAM + 64];
+        let mut got = Vec::new();
+        let mut jobs = 0;
+        for ms in 0..2000u64 {
+            let now = Instant::ZERO + Duration::from_millis(ms);
+            a.handle_timeout(now);
+            b.handle_timeout(now);
+            if ms == 1500 {
+                for i in 0..50 {
+                    a.handle_tun_packet(now, &udp_packet(i, 1000, 40000, 5001));
+                }
+            }
+            let mut out = Vec::new();
+            while let Some((tx, job)) = a.poll_transmit_deferred(now, &mut buf) {
+                assert!(job.is_none() || tx.kind != TransmitKind::Handshake);
+                assert_eq!(job.as_ref().map_or(tx.len, |j| j.len()), tx.len);
+                out.push((buf[..tx.len].to_vec(), job));
+            }
+            for (d, job) in out.iter_mut().rev() {
+                if let Some(job) = job.take() {
+                    jobs += 1;
+                    let refused = b.sealer().tunnel_counter("bad_tag");
+                    b.handle_udp(now, pb, aa, &mut d.clone());
+                    assert_eq!(
+                        b.sealer().tunnel_counter("bad_tag"),
+                        refused.map(|n| n + 1),
+                        "an unsealed datagram is refused"
+                    );
+                    job.seal(d).expect("laid out in this buffer");
+                }
+            }
+            for (mut d, _) in out {
+                b.handle_udp(now, pb, aa, &mut d);
+            }
+            while let Some(tx) = b.poll_transmit(now, &mut buf) {
+                let mut d = buf[..tx.len].to_vec();
+                a.handle_udp(now, pa, ba, &mut d);
+            }
+            while let Some(n) = b.poll_deliver(now, &mut buf) {
+                got.push(buf[..n].to_vec());
+            }
+        }
+        let seqs: Vec<u64> = got.iter().filter_map(|p| packet_seq(p)).collect();
+        assert_eq!(seqs, (0..50).collect::<Vec<_>>(), "sealed: {sealed}");
+        if sealed {
+            assert!(jobs >= 50, "{jobs} jobs");
+        } else {
+            assert_eq!(jobs, 0);
+        }
     }
 }
