@@ -141,6 +141,9 @@ pub struct BondSettings {
     /// `offload`: batched, offloaded IO (UDP GSO and GRO on the paths); false sends and
     /// receives one datagram per syscall.
     pub offload: bool,
+    /// `workers`: threads that seal and send the UDP paths' datagrams beside the loop
+    /// (0: the loop does it all); `None`: one where the machine has a second CPU.
+    pub workers: Option<usize>,
     /// Everything the core needs. For active-backup, `primary` holds the id the path will
     /// get when the paths are added in file order (`PathId(index)`); [`Config::build_endpoint`]
     /// checks that.
@@ -516,6 +519,7 @@ struct RawBond {
     seed: Option<S<i64>>,
     mss_clamp: Option<S<bool>>,
     offload: Option<S<bool>>,
+    workers: Option<S<i64>>,
     encryption: Option<S<String>>,
     private_key: Option<S<String>>,
     private_key_file: Option<S<String>>,
@@ -1182,6 +1186,12 @@ fn validate(raw: RawFile, base: &Path, source: Option<security::Source<'_>>) -> 
         mtu,
         primary: b.primary.map(S::into_inner),
         offload: b.offload.as_ref().is_none_or(|v| *v.get_ref()),
+        workers: match &b.workers {
+            None => None,
+            Some(_) => {
+                Some(usize::try_from(int(&b.workers, "bond.workers", 0, 16, 1)?).unwrap_or(1))
+            }
+        },
         core,
         encryption,
         run_as,

@@ -35,6 +35,7 @@ mod notify;
 mod reload;
 mod requests;
 mod routes;
+mod sender;
 mod serial;
 mod snapshot;
 mod tun_frames;
@@ -121,6 +122,9 @@ pub struct Daemon {
     monitor: Option<crate::monitor::Monitor>,
     /// `braid down` asked the daemon to stop: it does at the end of the turn.
     down_requested: bool,
+    /// The threads that seal and send the UDP paths' runs (`[bond] workers`); `None`:
+    /// the loop does.
+    workers: Option<sender::Workers>,
 }
 
 /// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down. `file`
@@ -264,8 +268,10 @@ impl Daemon {
                 b.interface
             );
         }
+        let workers = start_workers(now, b.workers)?;
         let now = clock.now();
         let mut d = Daemon {
+            workers,
             monitor: None,
             clock,
             notices: Notices::new(ep.sealer(), now),
@@ -511,19 +517,29 @@ impl Daemon {
         if self.control.poll_timeout().is_some_and(|t| t <= now) {
             self.control.handle_timeout(now);
         }
-        while let Some(t) = self.ep.poll_transmit(now, &mut self.tx_buf) {
+        self.count_sent(now);
+        loop {
+            // With sending threads, the AEAD is theirs: the endpoint lays datagrams out.
+            let next = if self.workers.is_some() {
+                self.ep.poll_transmit_deferred(now, &mut self.tx_buf)
+            } else {
+                self.ep
+                    .poll_transmit(now, &mut self.tx_buf)
+                    .map(|t| (t, None))
+            };
+            let Some((t, seal)) = next else { break };
             let (Some(p), Some(data)) = (
                 self.paths.iter_mut().find(|p| p.id == t.path),
                 self.tx_buf.get(..t.len),
             ) else {
                 continue;
             };
-            if p.queue(now, &t, data) != carrier::Outcome::Fine {
+            if p.queue(now, &t, data, seal, self.workers.as_mut()) != carrier::Outcome::Fine {
                 self.ep.handle_path_error(now, p.id);
             }
         }
         for p in &mut self.paths {
-            if p.flush(now) != carrier::Outcome::Fine {
+            if p.flush(now, self.workers.as_mut()) != carrier::Outcome::Fine {
                 self.ep.handle_path_error(now, p.id);
             }
         }
@@ -550,6 +566,20 @@ impl Daemon {
             self.log_event(now, ev);
         }
         self.publish_snapshot(now);
+    }
+
+    /// What the sending threads said about the runs they finished.
+    fn count_sent(&mut self, now: Instant) {
+        let Some(w) = &mut self.workers else { return };
+        let (paths, ep) = (&mut self.paths, &mut self.ep);
+        w.finished(|s| {
+            let Some(p) = paths.iter_mut().find(|p| p.id == s.path) else {
+                return;
+            };
+            if p.sent(now, s) != carrier::Outcome::Fine {
+                ep.handle_path_error(now, p.id);
+            }
+        });
     }
 
     fn path_name(&self, id: braid_core::PathId) -> &str {
@@ -646,6 +676,26 @@ impl Daemon {
         // Requests may have added paths or changed the bond: output happens next turn,
         // which starts at once because `turn_output` runs before every wait.
     }
+}
+
+/// The sending threads `[bond] workers` asks for (`None` in the config: one, if the
+/// machine has a second CPU).
+fn start_workers(now: Instant, asked: Option<usize>) -> anyhow::Result<Option<sender::Workers>> {
+    let n = asked.unwrap_or_else(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        usize::from(cpus >= 2)
+    });
+    if n == 0 {
+        return Ok(None);
+    }
+    let w = sender::Workers::start(n)
+        .map_err(|e| anyhow::anyhow!("starting {n} sending thread(s): {e}"))?;
+    dlog!(
+        now,
+        "braid: {} thread(s) seal and send the paths' datagrams",
+        w.threads()
+    );
+    Ok(Some(w))
 }
 
 #[cfg(test)]

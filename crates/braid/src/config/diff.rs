@@ -241,6 +241,13 @@ fn refusals(old: &Config, new: &Config) -> Vec<Refusal> {
     if a.offload != b.offload {
         refuse("bond.offload", format!("{} -> {}", a.offload, b.offload));
     }
+    if a.workers != b.workers {
+        let show = |w: Option<usize>| w.map_or("auto".to_owned(), |n| n.to_string());
+        refuse(
+            "bond.workers",
+            format!("{} -> {}", show(a.workers), show(b.workers)),
+        );
+    }
     if a.layer != b.layer {
         refuse(
             "bond.layer",

@@ -20,6 +20,7 @@ equalize_ms = 40
 seed = 9
 mss_clamp = false
 offload = false
+workers = 2
 private_key = "4AQJJwpUReIFFoMiigEEhG9NryCTnFjPBTxirKNv6nY="
 peer_public_key = "nmFYF6ZKngdcryo53e+fo7ZbW4nP3CZ47oLl9sHfCRM="
 preshared_key = "FHE6N0Qpr+EJiwJnc7UfJ7m1t43yt7fUYOqO9Xn7hAE="
@@ -106,6 +107,7 @@ fn full_config_maps_every_key() {
     assert_eq!(b.core.seed, 9);
     assert!(!b.core.mss_clamp);
     assert!(!b.offload);
+    assert_eq!(b.workers, Some(2));
 
     assert_eq!(c.paths.len(), 2);
     let p0 = &c.paths[0];
@@ -151,6 +153,19 @@ fn defaults() {
     assert_eq!(c.bond.interface, "braid0");
     assert_eq!(c.bond.mtu, 1500, "a standard Ethernet packet");
     assert!(c.bond.offload, "batched, offloaded IO by default");
+    assert_eq!(
+        c.bond.workers, None,
+        "sending threads as the machine allows"
+    );
+    let e = parse(&with_bond("workers = 17")).unwrap_err().to_string();
+    assert!(
+        e.contains("bond.workers: 17 is out of range (0..=16)"),
+        "{e}"
+    );
+    assert_eq!(
+        parse(&with_bond("workers = 0")).unwrap().bond.workers,
+        Some(0)
+    );
     assert_eq!(c.bond.address6, None);
     assert_eq!(c.bond.primary, None);
     let d = BondConfig::default();

@@ -5,13 +5,17 @@
 //! what the endpoint returns with [`PathIo::queue`], which gathers each path's datagrams
 //! into runs, and ends the turn with [`PathIo::flush`] (one GSO `sendmsg` per run).
 
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 
+use braid_core::crypto::PendingSeal;
 use braid_core::{Endpoint, Transmit, TransmitKind};
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
+use super::sender::{Sent, Workers};
 use super::serial::SerialPath;
 use super::uplink;
 use super::SOCKET_RETRY;
@@ -67,7 +71,8 @@ pub struct UdpIo {
     pub local: SocketAddr,
     /// Device binding.
     pub dev: Option<String>,
-    pub(super) sock: Option<BatchSocket>,
+    /// Shared with the sending threads (`daemon/sender.rs`) while they hold its runs.
+    pub(super) sock: Option<Arc<BatchSocket>>,
     /// Datagrams waiting for the end of the turn, sent as one GSO run.
     run: TxRun,
     /// UDP GSO and GRO (`offload`).
@@ -226,7 +231,7 @@ impl PathIo {
                 Err(why) => Err((why, None)),
                 Ok(at) => match BatchSocket::open(at, u.dev.as_deref(), u.uplink.mark, u.offload) {
                     Ok(s) => {
-                        u.sock = Some(s);
+                        u.sock = Some(Arc::new(s));
                         u.uplink.bound = Some(at);
                         Ok(format!("socket open again ({at} -> {})", u.uplink.target))
                     }
@@ -291,10 +296,17 @@ impl PathIo {
         }
     }
 
-    /// Take a datagram the endpoint handed out for this (UDP) path: it joins the path's
-    /// run, which is sent first if the datagram cannot join it (another address, a
-    /// longer datagram, a full run).
-    pub(super) fn queue(&mut self, now: Instant, t: &Transmit, data: &[u8]) -> Outcome {
+    /// Take a datagram the endpoint handed out for this (UDP) path, with the job that
+    /// seals it if it is not sealed yet: it joins the path's run, which is sent first if
+    /// the datagram cannot join it (another address, a longer datagram, a full run).
+    pub(super) fn queue(
+        &mut self,
+        now: Instant,
+        t: &Transmit,
+        data: &[u8],
+        seal: Option<PendingSeal>,
+        workers: Option<&mut Workers>,
+    ) -> Outcome {
         let Carrier::Udp(u) = &mut self.carrier else {
             // A line's datagrams stay in the endpoint's line until its clock lets them out.
             return Outcome::Fine;
@@ -310,18 +322,19 @@ impl PathIo {
         let outcome = if u.run.fits(to, data.len(), sock.max_run()) {
             Outcome::Fine
         } else {
-            self.flush(now)
+            self.flush(now, workers)
         };
         match &mut self.carrier {
-            Carrier::Udp(u) if u.sock.is_some() => u.run.push(to, data),
+            Carrier::Udp(u) if u.sock.is_some() => u.run.push(to, data, seal),
             // The flush failed and closed the socket: this datagram is lost with the run.
             _ => self.counters.send_errors += 1,
         }
         outcome
     }
 
-    /// Send the path's run (see [`PathIo::queue`]).
-    pub(super) fn flush(&mut self, now: Instant) -> Outcome {
+    /// Send the path's run (see [`PathIo::queue`]): here, or by a sending thread, whose
+    /// outcome comes back later ([`PathIo::sent`]).
+    pub(super) fn flush(&mut self, now: Instant, workers: Option<&mut Workers>) -> Outcome {
         let Carrier::Udp(u) = &mut self.carrier else {
             return Outcome::Fine;
         };
@@ -329,14 +342,39 @@ impl PathIo {
         let Some(sock) = u.sock.as_ref().filter(|_| n > 0) else {
             return Outcome::Fine;
         };
-        let sent = sock.send(&u.run);
-        u.run.clear();
         self.counters.send_datagrams += n;
         self.counters.send_calls += 1;
+        if let Some(w) = workers {
+            w.send(self.id, sock, &mut u.run);
+            return Outcome::Fine;
+        }
+        let sent = sock.send(&mut u.run);
+        u.run.clear();
         let Err(e) = sent else {
             return Outcome::Fine;
         };
-        match udp::classify_on(sock.socket(), &e) {
+        let sock = Arc::clone(sock);
+        self.send_failed(now, &sock, n, &e)
+    }
+
+    /// What a sending thread said about one of this path's runs.
+    pub(super) fn sent(&mut self, now: Instant, s: &Sent) -> Outcome {
+        let Err(e) = &s.result else {
+            return Outcome::Fine;
+        };
+        self.send_failed(now, &s.sock, s.datagrams, e)
+    }
+
+    /// Count `n` datagrams that `sock` failed to send with `e`; close the socket if the
+    /// error says it is broken (unless it was re-opened since).
+    fn send_failed(
+        &mut self,
+        now: Instant,
+        sock: &Arc<BatchSocket>,
+        n: u64,
+        e: &io::Error,
+    ) -> Outcome {
+        match udp::classify_on(sock.socket(), e) {
             ErrorKind::WouldBlock => self.counters.send_would_block += n,
             ErrorKind::Datagram => self.counters.send_errors += n,
             ErrorKind::Path => {
@@ -345,6 +383,10 @@ impl PathIo {
             }
             ErrorKind::Socket => {
                 self.counters.send_errors += n;
+                let current = matches!(&self.carrier, Carrier::Udp(u) if u.sock.as_ref().is_some_and(|c| Arc::ptr_eq(c, sock)));
+                if !current {
+                    return Outcome::Fine;
+                }
                 self.fail(now, format!("send: {e}"));
                 return Outcome::Failed;
             }

@@ -151,7 +151,7 @@ pub(super) fn handle_request(
             let warning = match sock {
                 Ok(s) => {
                     if let Carrier::Udp(u) = &mut io.carrier {
-                        u.sock = Some(s);
+                        u.sock = Some(std::sync::Arc::new(s));
                     }
                     None
                 }

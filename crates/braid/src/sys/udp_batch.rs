@@ -9,6 +9,7 @@ use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 
+use braid_core::crypto::PendingSeal;
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 
 use super::udp::{self, OpenError};
@@ -91,8 +92,11 @@ impl BatchSocket {
         self.offload && self.state.gro_segments() > 1
     }
 
-    /// Send `run` (one datagram, or a GSO run of them); it is left as it was.
-    pub fn send(&self, run: &TxRun) -> io::Result<()> {
+    /// Seal what in `run` waits for its AEAD, then send it (one datagram, or a GSO run
+    /// of them); it is left as it was otherwise. A run whose sealing failed (it cannot:
+    /// each job's datagram is laid out in the run) is not sent at all.
+    pub fn send(&self, run: &mut TxRun) -> io::Result<()> {
+        run.seal()?;
         let Some(to) = run.to else {
             return Ok(());
         };
@@ -213,6 +217,8 @@ fn segments(data: &mut [u8], stride: usize) -> impl Iterator<Item = &mut [u8]> {
 
 /// Datagrams gathered for one path during a turn, sent as one GSO run: the same
 /// destination, all of one size but the last, which may be shorter and ends the run.
+/// Sealed datagrams may join it laid out but not yet encrypted, with their
+/// [`PendingSeal`]: [`TxRun::seal`] does them all, wherever the run is sent from.
 #[derive(Debug, Default)]
 pub struct TxRun {
     buf: Vec<u8>,
@@ -220,9 +226,20 @@ pub struct TxRun {
     segment: usize,
     count: usize,
     ended: bool,
+    /// Where a datagram waiting for its AEAD starts, and its job.
+    seals: Vec<(usize, PendingSeal)>,
 }
 
 impl TxRun {
+    /// An empty run with room for the largest one, so that filling it never allocates.
+    pub fn with_capacity() -> TxRun {
+        TxRun {
+            buf: Vec::with_capacity(MAX_RUN_BYTES),
+            seals: Vec::with_capacity(MAX_RUN),
+            ..TxRun::default()
+        }
+    }
+
     /// Whether a datagram of `len` bytes to `to` can join the run (of at most `max`).
     pub fn fits(&self, to: SocketAddr, len: usize, max: usize) -> bool {
         self.count == 0
@@ -233,16 +250,36 @@ impl TxRun {
                 && self.buf.len() + len <= MAX_RUN_BYTES)
     }
 
-    /// Add a datagram ([`TxRun::fits`] said it may).
-    pub fn push(&mut self, to: SocketAddr, data: &[u8]) {
+    /// Add a datagram ([`TxRun::fits`] said it may), with the job that seals it if it is
+    /// not sealed yet.
+    pub fn push(&mut self, to: SocketAddr, data: &[u8], seal: Option<PendingSeal>) {
         if self.count == 0 {
             self.to = Some(to);
             self.segment = data.len();
         } else if data.len() < self.segment {
             self.ended = true;
         }
+        if let Some(job) = seal {
+            self.seals.push((self.buf.len(), job));
+        }
         self.buf.extend_from_slice(data);
         self.count += 1;
+    }
+
+    /// Run the AEAD of every datagram that waits for it. On an error (there is none: each
+    /// job's datagram was laid out in this run by [`TxRun::push`]) the run is emptied,
+    /// so that no plaintext is ever sent.
+    fn seal(&mut self) -> io::Result<()> {
+        let mut failed = false;
+        for (at, job) in self.seals.drain(..) {
+            let sealed = self.buf.get_mut(at..).map(|d| job.seal(d));
+            failed |= !matches!(sealed, Some(Ok(())));
+        }
+        if failed {
+            self.clear();
+            return Err(io::Error::other("a datagram could not be sealed"));
+        }
+        Ok(())
     }
 
     /// Datagrams in the run.
@@ -261,6 +298,7 @@ impl TxRun {
         self.to = None;
         self.count = 0;
         self.ended = false;
+        self.seals.clear();
     }
 }
 
@@ -277,12 +315,12 @@ mod tests {
     fn a_run_takes_equal_datagrams_to_one_address_and_ends_at_a_short_one() {
         let mut r = TxRun::default();
         assert!(r.fits(addr(1), 100, 64));
-        r.push(addr(1), &[1; 100]);
+        r.push(addr(1), &[1; 100], None);
         assert!(r.fits(addr(1), 100, 64));
         assert!(!r.fits(addr(2), 100, 64), "another address");
         assert!(!r.fits(addr(1), 101, 64), "a longer datagram");
         assert!(!r.fits(addr(1), 100, 1), "the run is full");
-        r.push(addr(1), &[2; 60]);
+        r.push(addr(1), &[2; 60], None);
         assert!(!r.fits(addr(1), 60, 64), "a short datagram ended it");
         assert_eq!((r.len(), r.buf.len(), r.segment), (2, 160, 100));
         r.clear();
@@ -295,7 +333,7 @@ mod tests {
         let d = [0u8; 1400];
         let mut n = 0;
         while r.fits(addr(1), d.len(), 128) {
-            r.push(addr(1), &d);
+            r.push(addr(1), &d, None);
             n += 1;
         }
         assert_eq!(n, MAX_RUN_BYTES / 1400);
@@ -346,18 +384,18 @@ mod tests {
         for i in 0..20u8 {
             let d = vec![i; if i == 19 { 300 } else { 1200 }];
             assert!(run.fits(to, d.len(), a.max_run().max(20)));
-            run.push(to, &d);
+            run.push(to, &d, None);
             sent.push(d);
         }
         if a.max_run() < 20 {
             eprintln!("GSO is off here: sending one at a time");
             for d in &sent {
                 let mut one = TxRun::default();
-                one.push(to, d);
-                a.send(&one).expect("send");
+                one.push(to, d, None);
+                a.send(&mut one).expect("send");
             }
         } else {
-            a.send(&run).expect("send the run");
+            a.send(&mut run).expect("send the run");
         }
         let (mut got, mut messages) = (Vec::new(), 0);
         let mut batch = RecvBatch::default();
@@ -393,8 +431,8 @@ mod tests {
         let to = b.socket().local_addr().expect("b's address");
         for i in 0..5u8 {
             let mut one = TxRun::default();
-            one.push(to, &[i; 1000]);
-            a.send(&one).expect("send");
+            one.push(to, &[i; 1000], None);
+            a.send(&mut one).expect("send");
         }
         let (mut got, mut messages) = (0, 0);
         let mut batch = RecvBatch::default();

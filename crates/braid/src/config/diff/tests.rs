@@ -193,6 +193,7 @@ fn what_cannot_change_is_refused_by_key() {
     b.bond.interface = "braid9".into();
     b.bond.mtu = 1400;
     b.bond.offload = false;
+    b.bond.workers = Some(0);
     b.bond.layer = super::super::Layer::Ethernet;
     b.bond.mac = Some([2, 0, 0, 0, 0, 9]);
     b.bond.address = super::super::parse_cidr4("10.200.9.1/30").unwrap();
@@ -204,6 +205,7 @@ fn what_cannot_change_is_refused_by_key() {
             "bond.address (10.200.0.1/30 -> 10.200.9.1/30)",
             "bond.mtu (1300 -> 1400)",
             "bond.offload (true -> false)",
+            "bond.workers (auto -> 0)",
             "bond.layer (ip -> ethernet)",
             "bond.mac (unset -> 02:00:00:00:00:09)"
         ]
