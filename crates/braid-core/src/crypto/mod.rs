@@ -46,6 +46,7 @@ pub(crate) mod cookie;
 pub mod envelope;
 mod handshake;
 mod keys;
+mod opener;
 mod ratelimit;
 mod replay;
 mod rng;
@@ -54,6 +55,7 @@ mod tunnel;
 
 pub use envelope::PendingSeal;
 pub use keys::{KeyError, PresharedKey, PrivateKey, PublicKey};
+pub use opener::{OpenKeys, Preopen, Preopened};
 pub use rand_core::OsRng;
 pub use replay::{ReplayVerdict, ReplayWindow, MAX_WINDOW_BITS};
 pub use session::SessionId;

@@ -24,7 +24,7 @@ pub(crate) struct Session {
     pub local_index: u32,
     pub remote_index: u32,
     send: Arc<TransportKey>,
-    recv: TransportKey,
+    recv: Arc<TransportKey>,
     pub send_counter: u64,
     pub replay: ReplayWindow,
     pub created: Instant,
@@ -45,7 +45,7 @@ impl Session {
             local_index,
             remote_index,
             send: Arc::new(TransportKey::new(&s)),
-            recv: TransportKey::new(&r),
+            recv: Arc::new(TransportKey::new(&r)),
             send_counter: 0,
             replay: ReplayWindow::new(window_bits),
             created,
@@ -82,6 +82,11 @@ impl Session {
     /// replay window is the caller's business.
     pub(super) fn open(&self, counter: u64, datagram: &mut [u8]) -> Result<(), AeadError> {
         self.recv.open(counter, datagram)
+    }
+
+    /// The receive key, to open datagrams elsewhere ([`super::OpenKeys`]).
+    pub(super) fn recv_key(&self) -> &Arc<TransportKey> {
+        &self.recv
     }
 
     /// Whether this session's transport datagrams carry `index16` (the low 16 bits of our

@@ -9,6 +9,7 @@ use super::envelope::{
 };
 use super::handshake::{self, HandshakeError};
 use super::keys::{PresharedKey, PrivateKey, PublicKey};
+use super::opener::{self, OpenKeys, Preopen, Preopened};
 use super::ratelimit::{Budget, LoadMeter, RateLimiter, DEFAULT_TABLE_SIZE};
 use super::replay::{ReplayVerdict, REJECT_AFTER_MESSAGES};
 use super::rng::Rng;
@@ -563,6 +564,39 @@ impl Tunnel {
         r
     }
 
+    /// The receive keys of the live sessions, to open datagrams on other threads
+    /// ([`OpenKeys::open`]); pass what it found to [`Tunnel::open_preopened`].
+    pub fn open_keys(&self) -> OpenKeys {
+        OpenKeys::new(
+            [&self.current, &self.next, &self.previous]
+                .into_iter()
+                .flatten()
+                .map(|s| (s.local_index as u16, s.recv_key(), s.replay.top())),
+        )
+    }
+
+    /// [`Tunnel::open`] for a datagram that went through [`OpenKeys::open`] first:
+    /// untouched, it is opened here; opened, everything but the AEAD is checked here, in
+    /// the same order; failed, it is counted as a bad tag. Call in the order the datagrams
+    /// arrived.
+    pub fn open_preopened<'a>(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        datagram: &'a mut [u8],
+        pre: Preopen,
+    ) -> Result<Opened<'a>, Rejected> {
+        let r = match pre {
+            Preopen::Untouched => return self.open(now, src, datagram),
+            Preopen::Opened(p) => self.open_transport(now, datagram, Some(&p)),
+            Preopen::Failed => Err(Rejected::BadTag),
+        };
+        if let Err(reason) = r {
+            self.counters.bump(reason);
+        }
+        r
+    }
+
     fn open_inner<'a>(
         &mut self,
         now: Instant,
@@ -591,7 +625,7 @@ impl Tunnel {
             }
         }
         match kind {
-            Kind::Transport => self.open_transport(now, datagram),
+            Kind::Transport => self.open_transport(now, datagram, None),
             Kind::Initiation => self.on_initiation(now, src, datagram),
             Kind::Response => self.on_response(now, datagram),
             Kind::CookieReply => self.on_cookie(now, datagram),
@@ -624,6 +658,7 @@ impl Tunnel {
         &mut self,
         now: Instant,
         datagram: &'a mut [u8],
+        pre: Option<&Preopened>,
     ) -> Result<Opened<'a>, Rejected> {
         if datagram.len() < OVERHEAD {
             return Err(Rejected::Truncated);
@@ -635,13 +670,23 @@ impl Tunnel {
         if now.saturating_since(s.created) >= REJECT_AFTER_TIME {
             return Err(Rejected::Expired);
         }
-        let counter = envelope::expand_counter(s.replay.top(), low);
+        // Opened elsewhere: by this session's key (an index is reused only after the
+        // session it named is gone), with the counter it was opened with.
+        let counter = match pre {
+            Some(p) if p.index != index || p.key != opener::key_id(s.recv_key()) => {
+                return Err(Rejected::BadTag)
+            }
+            Some(p) => p.counter,
+            None => envelope::expand_counter(s.replay.top(), low),
+        };
         match s.replay.check(counter) {
             ReplayVerdict::Fresh => {}
             ReplayVerdict::TooOld => return Err(Rejected::ReplayTooOld),
             ReplayVerdict::Duplicate | ReplayVerdict::Exhausted => return Err(Rejected::Replayed),
         }
-        s.open(counter, datagram).map_err(|_| Rejected::BadTag)?;
+        if pre.is_none() {
+            s.open(counter, datagram).map_err(|_| Rejected::BadTag)?;
+        }
         s.replay.mark(counter);
         let id = s.id();
         self.counters.opened += 1;

@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 
 pub use self::seal::{udp_overhead, Incoming, Roaming, SealConfig, SealCounters, Sealer, Sealing};
 use crate::bond::{self, Bond, BondConfig, BondError, PathConfig};
-use crate::crypto::PendingSeal;
+use crate::crypto::{OpenKeys, PendingSeal, Preopen};
 use crate::emu::{EmuConfig, Emulator};
 use crate::serial::{Line, LineConfig};
 use crate::wire::MessageType;
@@ -387,6 +387,28 @@ impl Endpoint {
 
     /// A datagram read from UDP path `path`'s socket, from `src` (opened in place).
     pub fn handle_udp(&mut self, now: Instant, path: PathId, src: SocketAddr, bytes: &mut [u8]) {
+        self.handle_udp_preopened(now, path, src, bytes, Preopen::Untouched);
+    }
+
+    /// The receive keys, so that other threads can open datagrams before they come to
+    /// [`Endpoint::handle_udp_preopened`] ([`OpenKeys::open`]). Take them afresh for each
+    /// batch: they follow the sessions (a datagram of a session newer than the keys is
+    /// left untouched, and opened here).
+    pub fn open_keys(&self) -> OpenKeys {
+        self.sealer.open_keys()
+    }
+
+    /// [`Endpoint::handle_udp`] for a datagram that went through [`OpenKeys::open`], with
+    /// what it found: the AEAD is not run again. Call in the order the path's datagrams
+    /// arrived.
+    pub fn handle_udp_preopened(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        src: SocketAddr,
+        bytes: &mut [u8],
+        pre: Preopen,
+    ) {
         let Some(side) = self.paths.iter_mut().find(|s| s.id == path) else {
             return;
         };
@@ -394,7 +416,10 @@ impl Endpoint {
             return;
         };
         let was = *remote;
-        match self.sealer.incoming(now, remote, roam, src, bytes) {
+        match self
+            .sealer
+            .incoming_preopened(now, remote, roam, src, bytes, pre)
+        {
             Incoming::Deliver(d) => self.bond.handle_datagram(now, path, d),
             Incoming::Reply(r) => push_reply(&mut self.replies, path, Some(src), r),
             Incoming::Drop => {}

@@ -27,7 +27,9 @@ use core::time::Duration;
 use std::net::SocketAddr;
 
 use crate::crypto::envelope::{HEADER_LEN, OVERHEAD};
-use crate::crypto::{Opened, PendingSeal, Rejected, SealError, SessionId, Tunnel, TunnelConfig};
+use crate::crypto::{
+    OpenKeys, Opened, PendingSeal, Preopen, Rejected, SealError, SessionId, Tunnel, TunnelConfig,
+};
 use crate::plain::{self, PlainTags, TagCounters, TAG_HEADER_LEN};
 use crate::wire::folded::{self, SeqRef, DATA_SAVING};
 use crate::Instant;
@@ -315,6 +317,28 @@ impl Sealer {
         src: SocketAddr,
         bytes: &'a mut [u8],
     ) -> Incoming<'a> {
+        self.incoming_preopened(now, remote, roam, src, bytes, Preopen::Untouched)
+    }
+
+    /// The receive keys, to open datagrams on other threads ([`OpenKeys::open`]; none
+    /// without keys).
+    pub fn open_keys(&self) -> OpenKeys {
+        self.tunnel
+            .as_ref()
+            .map_or_else(OpenKeys::default, Tunnel::open_keys)
+    }
+
+    /// [`Sealer::incoming`] for a datagram that went through [`OpenKeys::open`]
+    /// ([`Tunnel::open_preopened`]).
+    pub fn incoming_preopened<'a>(
+        &mut self,
+        now: Instant,
+        remote: &mut Option<SocketAddr>,
+        roam: &mut Roaming,
+        src: SocketAddr,
+        bytes: &'a mut [u8],
+        pre: Preopen,
+    ) -> Incoming<'a> {
         let Some(t) = &mut self.tunnel else {
             if Some(src) != *remote {
                 self.counters.unknown_source += 1;
@@ -337,7 +361,7 @@ impl Sealer {
                 }
             };
         };
-        let (user_type, len, session) = match t.open(now, src, bytes) {
+        let (user_type, len, session) = match t.open_preopened(now, src, bytes, pre) {
             Ok(Opened::Data {
                 user_type,
                 plaintext,

@@ -476,3 +476,85 @@ fn deferred_sealing_may_run_in_any_order() {
         }
     }
 }
+
+/// Datagrams opened on another thread (`OpenKeys::open` in a scoped thread, as the
+/// daemon's workers do) and then handed over with what was found: all delivered in
+/// order; a copy of one already taken is refused by the replay window as before, a
+/// tampered one fails its tag and is counted, and keys taken before the session existed
+/// leave its datagrams untouched for the endpoint to open itself.
+#[test]
+fn datagrams_opened_elsewhere_keep_every_check() {
+    let (mut a, mut b, (pa, aa), (pb, ba)) = two_on_one_path(true);
+    let mut buf = vec![0u8; MAX_DATAGRAM + 64];
+    let stale_keys = b.open_keys();
+    let mut got = Vec::new();
+    let (mut untouched, mut opened) = (0, 0);
+    let mut copy = None;
+    for ms in 0..2000u64 {
+        let now = Instant::ZERO + Duration::from_millis(ms);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+        if ms == 1500 {
+            for i in 0..50 {
+                a.handle_tun_packet(now, &udp_packet(i, 1000, 40000, 5001));
+            }
+        }
+        let mut out = Vec::new();
+        while let Some(tx) = a.poll_transmit(now, &mut buf) {
+            if tx.kind == TransmitKind::Data && copy.is_none() {
+                copy = Some(buf[..tx.len].to_vec());
+            }
+            out.push(buf[..tx.len].to_vec());
+        }
+        // Before the data the keys are those taken before any session.
+        let keys = if ms < 1500 {
+            stale_keys.clone()
+        } else {
+            b.open_keys()
+        };
+        let pre: Vec<Preopen> = std::thread::scope(|s| {
+            s.spawn(|| out.iter_mut().map(|d| keys.open(d)).collect())
+                .join()
+                .expect("the opener")
+        });
+        for (mut d, pre) in out.into_iter().zip(pre) {
+            match pre {
+                Preopen::Untouched => untouched += 1,
+                Preopen::Opened(_) => opened += 1,
+                Preopen::Failed => panic!("a datagram of A failed its tag"),
+            }
+            b.handle_udp_preopened(now, pb, aa, &mut d, pre);
+        }
+        while let Some(tx) = b.poll_transmit(now, &mut buf) {
+            let mut d = buf[..tx.len].to_vec();
+            a.handle_udp(now, pa, ba, &mut d);
+        }
+        while let Some(n) = b.poll_deliver(now, &mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+    }
+    let seqs: Vec<u64> = got.iter().filter_map(|p| packet_seq(p)).collect();
+    assert_eq!(seqs, (0..50).collect::<Vec<_>>());
+    assert!(opened >= 50, "{opened} opened elsewhere");
+    assert!(
+        untouched > 0,
+        "the handshake and the first session's datagrams"
+    );
+    let now = Instant::from_millis(2000);
+    let copy = copy.expect("A sent data");
+    let counter = |b: &Endpoint, name| b.sealer().tunnel_counter(name).unwrap_or(0);
+    let (replayed, bad_tag) = (counter(&b, "replayed"), counter(&b, "bad_tag"));
+    let keys = b.open_keys();
+    let mut again = copy.clone();
+    let pre = keys.open(&mut again);
+    assert!(matches!(pre, Preopen::Opened(_)), "{pre:?}");
+    b.handle_udp_preopened(now, pb, aa, &mut again, pre);
+    assert_eq!(counter(&b, "replayed"), replayed + 1, "the copy is refused");
+    let mut tampered = copy;
+    tampered[12] ^= 1;
+    let pre = keys.open(&mut tampered);
+    assert_eq!(pre, Preopen::Failed);
+    b.handle_udp_preopened(now, pb, aa, &mut tampered, pre);
+    assert_eq!(counter(&b, "bad_tag"), bad_tag + 1);
+    assert!(b.poll_deliver(now, &mut buf).is_none());
+}
