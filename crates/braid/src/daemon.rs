@@ -35,11 +35,11 @@ mod notify;
 mod reload;
 mod requests;
 mod routes;
-mod sender;
 mod serial;
 mod snapshot;
 mod tun_frames;
 mod uplink;
+mod workers;
 pub use carrier::{Carrier, IoCounters, PathIo, RecvBatch, SockOpts, UdpIo};
 pub use device::{Device, PacketPipe};
 pub use ether_addrs::{repair, take_over, AddrError, Moved};
@@ -124,7 +124,7 @@ pub struct Daemon {
     down_requested: bool,
     /// The threads that seal and send the UDP paths' runs (`[bond] workers`); `None`:
     /// the loop does.
-    workers: Option<sender::Workers>,
+    workers: Option<workers::Workers>,
 }
 
 /// `braid up`: set everything up from `cfg`, run until SIGINT/SIGTERM, tear down. `file`
@@ -157,6 +157,8 @@ enum Slot {
     Listener,
     Client,
     Path(usize),
+    /// The workers opened a batch.
+    Opened,
 }
 
 impl Daemon {
@@ -377,10 +379,17 @@ impl Daemon {
             self.pollfds.push(p);
             slots.push(Slot::Client);
         }
-        for (i, p) in self.paths.iter().enumerate() {
-            if let Some(fd) = p.fd() {
-                self.pollfds.push(poll::readable(fd));
-                slots.push(Slot::Path(i));
+        if let Some(w) = &self.workers {
+            self.pollfds.push(poll::readable(w.wake_fd()));
+            slots.push(Slot::Opened);
+        }
+        // With workers, paths are read while they have room for another batch.
+        if self.workers.as_ref().is_none_or(workers::Workers::can_read) {
+            for (i, p) in self.paths.iter().enumerate() {
+                if let Some(fd) = p.fd() {
+                    self.pollfds.push(poll::readable(fd));
+                    slots.push(Slot::Path(i));
+                }
             }
         }
         poll::wait(&mut self.pollfds, timeout).map_err(|e| anyhow::anyhow!("ppoll: {e}"))?;
@@ -420,6 +429,7 @@ impl Daemon {
                 Slot::Listener => self.control.accept(now),
                 Slot::Client => self.serve_client(now, pfd.fd),
                 Slot::Path(i) => self.read_path(now, i),
+                Slot::Opened => self.take_opened(now),
             }
         }
         self.slots = slots;
@@ -483,6 +493,27 @@ impl Daemon {
             }
             return;
         }
+        if let Some(w) = &mut self.workers {
+            // Read here, opened by a worker, handed to the endpoint in `take_opened`.
+            for _ in 0..PATH_BATCHES {
+                let Some(mut o) = w.batch() else { return };
+                let outcome = p.recv_batch(now, o.batch());
+                let messages = o.batch().messages();
+                if messages > 0 {
+                    w.open(id, o, ep.open_keys());
+                } else {
+                    w.unused(o);
+                }
+                if outcome != carrier::Outcome::Fine {
+                    ep.handle_path_error(now, id);
+                    return;
+                }
+                if messages < RECV_SLOTS {
+                    return;
+                }
+            }
+            return;
+        }
         // A few batches per wake-up (each one `recvmmsg`), so that one busy path does not
         // keep the others and the TUN waiting.
         for _ in 0..PATH_BATCHES {
@@ -517,6 +548,7 @@ impl Daemon {
         if self.control.poll_timeout().is_some_and(|t| t <= now) {
             self.control.handle_timeout(now);
         }
+        self.take_opened(now);
         self.count_sent(now);
         loop {
             // With sending threads, the AEAD is theirs: the endpoint lays datagrams out.
@@ -566,6 +598,23 @@ impl Daemon {
             self.log_event(now, ev);
         }
         self.publish_snapshot(now);
+    }
+
+    /// Hand the batches the workers opened to the endpoint, each datagram with what its
+    /// opening found, in the order they were read.
+    fn take_opened(&mut self, now: Instant) {
+        let Some(w) = &mut self.workers else { return };
+        let (paths, ep, notices) = (&mut self.paths, &mut self.ep, &mut self.notices);
+        w.opened(|o| {
+            let Some(p) = paths.iter_mut().find(|p| p.id == o.path) else {
+                return;
+            };
+            for (src, d, pre) in o.datagrams() {
+                p.counters.recv_datagrams += 1;
+                ep.handle_udp_preopened(now, p.id, src, d, pre);
+                notices.after_incoming(now, &p.name, Some(src), ep);
+            }
+        });
     }
 
     /// What the sending threads said about the runs they finished.
@@ -680,7 +729,7 @@ impl Daemon {
 
 /// The sending threads `[bond] workers` asks for (`None` in the config: one, if the
 /// machine has a second CPU).
-fn start_workers(now: Instant, asked: Option<usize>) -> anyhow::Result<Option<sender::Workers>> {
+fn start_workers(now: Instant, asked: Option<usize>) -> anyhow::Result<Option<workers::Workers>> {
     let n = asked.unwrap_or_else(|| {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         usize::from(cpus >= 2)
@@ -688,7 +737,7 @@ fn start_workers(now: Instant, asked: Option<usize>) -> anyhow::Result<Option<se
     if n == 0 {
         return Ok(None);
     }
-    let w = sender::Workers::start(n)
+    let w = workers::Workers::start(n)
         .map_err(|e| anyhow::anyhow!("starting {n} sending thread(s): {e}"))?;
     dlog!(
         now,

@@ -15,9 +15,9 @@ use braid_core::{Endpoint, Transmit, TransmitKind};
 use braid_core::{Instant, PathId};
 use serde_json::{json, Value};
 
-use super::sender::{Sent, Workers};
 use super::serial::SerialPath;
 use super::uplink;
+use super::workers::{Sent, Workers};
 use super::SOCKET_RETRY;
 use crate::config::{self, termios_baud, PathSettings, Transport, UdpSettings};
 use crate::log::{dwarn, Level};
@@ -71,7 +71,7 @@ pub struct UdpIo {
     pub local: SocketAddr,
     /// Device binding.
     pub dev: Option<String>,
-    /// Shared with the sending threads (`daemon/sender.rs`) while they hold its runs.
+    /// Shared with the sending threads (`daemon/workers.rs`) while they hold its runs.
     pub(super) sock: Option<Arc<BatchSocket>>,
     /// Datagrams waiting for the end of the turn, sent as one GSO run.
     run: TxRun,

@@ -1,0 +1,431 @@
+//! Crypto and path IO on threads of their own (`[bond] workers`), beside the loop.
+//!
+//! - **Out**: the loop hands each UDP path's run of datagrams, numbered and laid out by
+//!   the endpoint but not yet encrypted ([`braid_core::Endpoint::poll_transmit_deferred`]),
+//!   to a worker, which runs their AEAD and the GSO `sendmsg` while the loop goes on
+//!   reading, scheduling and folding the next ones.
+//! - **In**: the loop reads a path's datagrams (`recvmmsg`) into a batch and hands it to a
+//!   worker with the endpoint's receive keys ([`braid_core::crypto::OpenKeys`]); the
+//!   worker opens them in place and says so on a wake-up socket the loop polls; the loop
+//!   then gives them to the endpoint in the order they arrived
+//!   ([`braid_core::Endpoint::handle_udp_preopened`]), where every check that keeps state
+//!   (replay window, roaming, the bond) runs as for any datagram.
+//!
+//! The sans-IO endpoint keeps its one owner; only the ChaCha20-Poly1305 and the kernel's
+//! send path move. Order: a path's runs and batches always go to the same worker, over a
+//! FIFO channel, and come back in order, so each path's datagrams leave in the order the
+//! endpoint gave them and reach it in the order they came (the receiver takes a gap that
+//! a path has passed for a loss). Different paths may pass each other, as they may in the
+//! network.
+//!
+//! What a send said comes back with the run ([`Workers::finished`]) and is counted on the
+//! next turn. Runs and batches are pooled, so nothing is allocated once the pools have
+//! their size.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use braid_core::crypto::{OpenKeys, Preopen};
+use braid_core::PathId;
+
+use crate::sys::udp_batch::{BatchSocket, RecvBatch, TxRun};
+
+/// Runs that may be at one worker (queued, being sent, or done and not yet counted)
+/// before the loop waits for one of them: 16 runs of up to 64 KB, 1000 datagrams, a few
+/// milliseconds of a fast path.
+const QUEUE: usize = 16;
+
+/// Batches of received datagrams at the workers at once (being opened, or opened and not
+/// yet taken): one being opened while the loop reads the next. A batch holds up to 32
+/// GRO lists (4 MB of buffer, touched only as far as datagrams fill it).
+const OPENS: usize = 4;
+
+/// One path's run on its way to a worker and back.
+#[derive(Debug)]
+pub struct Sent {
+    /// The path.
+    pub path: PathId,
+    /// The socket it went to (the path's may have been re-opened since).
+    pub sock: Arc<BatchSocket>,
+    /// Datagrams in it.
+    pub datagrams: u64,
+    /// What sealing and sending said.
+    pub result: io::Result<()>,
+    run: TxRun,
+}
+
+/// A batch of one path's datagrams on its way to a worker to be opened, and back.
+#[derive(Debug)]
+pub struct Opening {
+    /// The path it was read from.
+    pub path: PathId,
+    batch: RecvBatch,
+    keys: OpenKeys,
+    /// What opening found, one per datagram of the batch, in order.
+    found: Vec<Preopen>,
+}
+
+impl Opening {
+    fn new() -> Box<Opening> {
+        Box::new(Opening {
+            path: PathId(0),
+            batch: RecvBatch::default(),
+            keys: OpenKeys::default(),
+            // A full batch of full GRO lists.
+            found: Vec::with_capacity(32 * 64),
+        })
+    }
+
+    /// The batch to read into.
+    pub fn batch(&mut self) -> &mut RecvBatch {
+        &mut self.batch
+    }
+
+    /// Open every datagram that the keys speak for (the worker's part).
+    fn open_all(&mut self) {
+        self.found.clear();
+        let keys = &self.keys;
+        self.found
+            .extend(self.batch.datagrams().map(|(_, d)| keys.open(d)));
+    }
+
+    /// The datagrams, each with its source and what opening found.
+    pub fn datagrams(&mut self) -> impl Iterator<Item = (SocketAddr, &mut [u8], Preopen)> {
+        self.batch
+            .datagrams()
+            .zip(self.found.iter().copied())
+            .map(|((src, d), pre)| (src, d, pre))
+    }
+}
+
+enum Job {
+    Send(Sent),
+    Open(Box<Opening>),
+}
+
+/// The worker threads. Dropping it lets them finish what they hold and joins them.
+///
+/// The channels are bounded (arrays: nothing is allocated per job) and never fill up: at
+/// most `QUEUE` runs per worker and [`OPENS`] batches are out, and before handing out
+/// one run more the loop takes a finished job back.
+pub struct Workers {
+    lanes: Vec<Lane>,
+    done: Receiver<Job>,
+    /// Runs handed to the workers and not yet taken back from `done`.
+    sends_out: usize,
+    /// Batches handed to the workers and not yet taken back from `done`.
+    opens_out: usize,
+    /// Emptied runs, kept with their buffers.
+    spare: Vec<TxRun>,
+    /// Reports of finished runs not yet given to [`Workers::finished`] (their runs are
+    /// back in `spare`).
+    here: Vec<Sent>,
+    /// Opened batches, in the order they came back, for [`Workers::opened`].
+    ready: VecDeque<Box<Opening>>,
+    /// Emptied batches (boxed: they move through the channels as pointers).
+    #[allow(clippy::vec_box)]
+    spare_batches: Vec<Box<Opening>>,
+    /// Readable when a batch has been opened.
+    wake: UnixDatagram,
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workers")
+            .field("threads", &self.lanes.len())
+            .field("sends_out", &self.sends_out)
+            .field("opens_out", &self.opens_out)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Lane {
+    jobs: Option<SyncSender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Start `n` (at least one) worker threads.
+    pub fn start(n: usize) -> io::Result<Workers> {
+        let n = n.max(1);
+        let depth = n * QUEUE + OPENS;
+        let (done_tx, done) = mpsc::sync_channel(depth);
+        let (wake, wake_tx) = UnixDatagram::pair()?;
+        wake.set_nonblocking(true)?;
+        wake_tx.set_nonblocking(true)?;
+        let wake_tx = Arc::new(wake_tx);
+        let mut lanes = Vec::with_capacity(n);
+        for i in 0..n {
+            let (jobs, rx) = mpsc::sync_channel::<Job>(depth);
+            let (back, wake_tx) = (done_tx.clone(), Arc::clone(&wake_tx));
+            let thread = std::thread::Builder::new()
+                .name(format!("braid-work-{i}"))
+                .spawn(move || work(&rx, &back, &wake_tx))?;
+            lanes.push(Lane {
+                jobs: Some(jobs),
+                thread: Some(thread),
+            });
+        }
+        Ok(Workers {
+            lanes,
+            done,
+            sends_out: 0,
+            opens_out: 0,
+            // Enough for every run that can be out, and the loop's own: none is made later.
+            spare: (0..n * QUEUE + 8).map(|_| TxRun::with_capacity()).collect(),
+            here: Vec::with_capacity(2 * n * QUEUE),
+            ready: VecDeque::with_capacity(OPENS),
+            spare_batches: (0..OPENS).map(|_| Opening::new()).collect(),
+            wake,
+        })
+    }
+
+    /// How many threads work.
+    pub fn threads(&self) -> usize {
+        self.lanes.len()
+    }
+
+    fn lane(&self, path: PathId) -> &SyncSender<Job> {
+        self.lanes[usize::from(path.0) % self.lanes.len()]
+            .jobs
+            .as_ref()
+            .expect("a lane's channel is closed only when the workers are dropped")
+    }
+
+    /// Hand `run` (one path's, to `sock`) to the path's worker; `run` is left empty. Waits
+    /// for a finished run first when [`QUEUE`] runs per worker are out. If the worker is
+    /// gone (it cannot panic short of a bug), the run is sealed and sent here.
+    pub fn send(&mut self, path: PathId, sock: &Arc<BatchSocket>, run: &mut TxRun) {
+        while self.sends_out >= self.lanes.len() * QUEUE {
+            let Ok(job) = self.done.recv() else { break };
+            self.take_back(job);
+        }
+        let mut mine = self.spare.pop().unwrap_or_else(TxRun::with_capacity);
+        std::mem::swap(&mut mine, run);
+        let sent = Sent {
+            path,
+            sock: Arc::clone(sock),
+            datagrams: mine.len() as u64,
+            result: Ok(()),
+            run: mine,
+        };
+        let mut sent = match self.lane(path).send(Job::Send(sent)) {
+            Ok(()) => {
+                self.sends_out += 1;
+                return;
+            }
+            Err(mpsc::SendError(Job::Send(sent))) => sent,
+            Err(mpsc::SendError(Job::Open(_))) => unreachable!("a run was sent"),
+        };
+        sent.result = sent.sock.send(&mut sent.run);
+        self.keep(sent);
+    }
+
+    /// Whether a batch may be read now: fewer than [`OPENS`] are out (else leave the
+    /// paths' sockets until [`Workers::opened`] brought some back).
+    pub fn can_read(&self) -> bool {
+        self.opens_out + self.ready.len() < OPENS
+    }
+
+    /// A batch to read a path's datagrams into, if [`Workers::can_read`].
+    pub fn batch(&mut self) -> Option<Box<Opening>> {
+        if !self.can_read() {
+            return None;
+        }
+        Some(self.spare_batches.pop().unwrap_or_else(Opening::new))
+    }
+
+    /// Give back a batch that was not used.
+    pub fn unused(&mut self, o: Box<Opening>) {
+        self.spare_batches.push(o);
+    }
+
+    /// Hand path `path`'s batch to its worker to be opened with `keys`. If the worker is
+    /// gone, the batch comes back unopened (the endpoint opens it).
+    pub fn open(&mut self, path: PathId, mut o: Box<Opening>, keys: OpenKeys) {
+        o.path = path;
+        o.keys = keys;
+        match self.lane(path).send(Job::Open(o)) {
+            Ok(()) => self.opens_out += 1,
+            Err(mpsc::SendError(Job::Open(mut o))) => {
+                o.found.clear();
+                let n = o.batch.datagrams().count();
+                o.found.resize(n, Preopen::Untouched);
+                self.ready.push_back(o);
+            }
+            Err(mpsc::SendError(Job::Send(_))) => unreachable!("a batch was sent"),
+        }
+    }
+
+    /// The socket that is readable when batches have been opened.
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    /// The opened batches, in the order they came back (each path's in the order it was
+    /// read); then they go back to the pool.
+    pub fn opened(&mut self, mut each: impl FnMut(&mut Opening)) {
+        let mut buf = [0u8; 64];
+        while self.wake.recv(&mut buf).is_ok() {}
+        self.collect();
+        while let Some(mut o) = self.ready.pop_front() {
+            each(&mut o);
+            o.batch.clear();
+            o.keys = OpenKeys::default();
+            self.spare_batches.push(o);
+        }
+    }
+
+    /// The runs the workers have finished since the last call, each with what its send
+    /// said (their buffers are back with the spares).
+    pub fn finished(&mut self, mut each: impl FnMut(&Sent)) {
+        self.collect();
+        for sent in self.here.drain(..) {
+            each(&sent);
+        }
+    }
+
+    /// Take back whatever the workers have finished.
+    fn collect(&mut self) {
+        while let Ok(job) = self.done.try_recv() {
+            self.take_back(job);
+        }
+    }
+
+    fn take_back(&mut self, job: Job) {
+        match job {
+            Job::Send(sent) => {
+                self.sends_out -= 1;
+                self.keep(sent);
+            }
+            Job::Open(o) => {
+                self.opens_out -= 1;
+                self.ready.push_back(o);
+            }
+        }
+    }
+
+    /// Keep a finished run's report for [`Workers::finished`]; its buffer goes back to
+    /// the spares at once.
+    fn keep(&mut self, mut sent: Sent) {
+        let mut run = std::mem::take(&mut sent.run);
+        run.clear();
+        self.spare.push(run);
+        self.here.push(sent);
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for lane in &mut self.lanes {
+            // Closing the channel ends the worker's loop once it has done what it holds.
+            lane.jobs = None;
+            if let Some(t) = lane.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// A worker: seal and send each run, open each batch, hand it back (and say so for a
+/// batch, which the loop waits for).
+fn work(jobs: &Receiver<Job>, done: &SyncSender<Job>, wake: &UnixDatagram) {
+    while let Ok(job) = jobs.recv() {
+        let (job, opened) = match job {
+            Job::Send(mut s) => {
+                s.result = s.sock.send(&mut s.run);
+                (Job::Send(s), false)
+            }
+            Job::Open(mut o) => {
+                o.open_all();
+                (Job::Open(o), true)
+            }
+        };
+        if done.send(job).is_err() {
+            return;
+        }
+        if opened {
+            // Full: a wake-up is pending already.
+            let _ = wake.send(&[1]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{SocketAddr, UdpSocket};
+    use std::time::Duration;
+
+    use braid_core::crypto::PendingSeal;
+
+    fn socket() -> Arc<BatchSocket> {
+        let s = UdpSocket::bind("127.0.0.1:0").expect("bind on loopback");
+        Arc::new(BatchSocket::new(s, true).expect("batching"))
+    }
+
+    fn recv_all(sock: &UdpSocket, n: usize) -> Vec<Vec<u8>> {
+        sock.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        while got.len() < n {
+            let Ok(k) = sock.recv(&mut buf) else { break };
+            got.push(buf[..k].to_vec());
+        }
+        got
+    }
+
+    /// Two paths' runs through two workers: every datagram arrives, each path's in the
+    /// order it was queued, and the finished runs come back with their counts.
+    #[test]
+    fn each_path_keeps_its_order_through_the_workers() {
+        let mut w = Workers::start(2).expect("threads");
+        let spares = w.spare.len();
+        let sinks: Vec<UdpSocket> = (0..2)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").expect("bind"))
+            .collect();
+        let from = socket();
+        let mut run = TxRun::default();
+        for round in 0..50u8 {
+            for (p, sink) in sinks.iter().enumerate() {
+                let to: SocketAddr = sink.local_addr().expect("address");
+                for k in 0..4u8 {
+                    run.push(to, &[p as u8, round, k, 0, 0, 0, 0, 0], None::<PendingSeal>);
+                }
+                w.send(PathId(p as u16), &from, &mut run);
+                assert!(run.is_empty(), "the run went to the worker");
+            }
+        }
+        for (p, sink) in sinks.iter().enumerate() {
+            let got = recv_all(sink, 200);
+            assert_eq!(got.len(), 200, "path {p}");
+            let order: Vec<(u8, u8)> = got.iter().map(|d| (d[1], d[2])).collect();
+            let want: Vec<(u8, u8)> = (0..50u8)
+                .flat_map(|r| (0..4u8).map(move |k| (r, k)))
+                .collect();
+            assert_eq!(order, want, "path {p}");
+            assert!(got.iter().all(|d| d[0] == p as u8));
+        }
+        let mut counted = 0;
+        for _ in 0..200 {
+            w.finished(|s| {
+                assert!(s.result.is_ok());
+                counted += s.datagrams;
+            });
+            if counted == 400 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(counted, 400);
+        assert_eq!(w.spare.len(), spares, "every run came back for reuse");
+    }
+}
