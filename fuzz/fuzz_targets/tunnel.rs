@@ -1,11 +1,12 @@
-//! Sealed (version 2) datagrams and handshake messages fed to a responder `Tunnel`.
+//! Sealed (version 4) datagrams and handshake messages fed to a responder `Tunnel`.
 //!
 //! Two tunnels with fixed keys: the responder under test and an honest initiator whose
 //! genuine initiations, keepalives and sealed datagrams are captured. The input is a
 //! sequence of operations: raw datagrams, datagrams with a valid sealed prefix, handshake
 //! messages with arbitrary bodies but a correct mac1 (so they reach the Noise code), the
 //! initiator starting a handshake or sealing a payload, captured datagrams delivered (as
-//! they are, altered, or cut short), and time passing. The responder's replies go back to
+//! they are, altered, or cut short; opened by the responder itself or first by its
+//! `OpenKeys`, fresh or kept from earlier, as the daemon's workers do), and time passing. The responder's replies go back to
 //! the initiator, which completes its handshakes (and stores cookies).
 //!
 //! Checks:
@@ -29,7 +30,9 @@ use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, INITIATION_LEN, OVERHEAD, RESPONSE_LEN};
-use braid_core::crypto::{Opened, PresharedKey, PrivateKey, PublicKey, Tunnel, TunnelConfig};
+use braid_core::crypto::{
+    OpenKeys, Opened, Preopen, PresharedKey, PrivateKey, PublicKey, Tunnel, TunnelConfig,
+};
 use braid_core::fuzzing::MacKeys;
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;
@@ -53,13 +56,17 @@ enum Op {
     /// The initiator seals a payload (if it has a session); the datagram is captured.
     Seal { payload: Vec<u8> },
     /// A captured datagram reaches the responder, maybe altered (`flips`: position, XOR
-    /// mask) and maybe cut short.
+    /// mask) and maybe cut short; `elsewhere`: opened first by `OpenKeys` (1: taken now,
+    /// 2: the ones kept by `KeepKeys`), as the daemon's workers do.
     Deliver {
         src: u8,
         which: u8,
         flips: Vec<(u16, u8)>,
         cut: Option<u16>,
+        elsewhere: u8,
     },
+    /// Keep the responder's receive keys as they are now (stale after a rekey).
+    KeepKeys,
     /// Time passes; timers run on both sides.
     Advance { millis: u32 },
 }
@@ -88,6 +95,7 @@ struct Harness {
     sealed: HashMap<Vec<u8>, Vec<u8>>,
     delivered: HashSet<Vec<u8>>,
     errors: u64,
+    kept: OpenKeys,
 }
 
 impl Harness {
@@ -118,8 +126,19 @@ impl Harness {
 
     /// Feed one datagram to the responder and check what comes out.
     fn to_responder(&mut self, src: SocketAddr, datagram: &[u8]) {
+        self.to_responder_via(src, datagram, 0);
+    }
+
+    /// As [`Harness::to_responder`], opened first by the responder's `OpenKeys` when
+    /// `elsewhere` says so (1: fresh, 2: kept).
+    fn to_responder_via(&mut self, src: SocketAddr, datagram: &[u8], elsewhere: u8) {
         let mut buf = datagram.to_vec();
-        let result = self.responder.open(self.now, src, &mut buf);
+        let pre = match elsewhere % 3 {
+            0 => Preopen::Untouched,
+            1 => self.responder.open_keys().open(&mut buf),
+            _ => self.kept.open(&mut buf),
+        };
+        let result = self.responder.open_preopened(self.now, src, &mut buf, pre);
         let reply = match result {
             Err(_) => {
                 self.errors += 1;
@@ -193,6 +212,7 @@ fuzz_target!(|input: Input| {
         sealed: HashMap::new(),
         delivered: HashSet::new(),
         errors: 0,
+        kept: OpenKeys::default(),
     };
 
     for op in input.ops.into_iter().take(32) {
@@ -234,6 +254,7 @@ fuzz_target!(|input: Input| {
                 which,
                 flips,
                 cut,
+                elsewhere,
             } => {
                 if h.captured.is_empty() {
                     continue;
@@ -249,8 +270,9 @@ fuzz_target!(|input: Input| {
                 if let Some(c) = cut {
                     d.truncate(usize::from(c));
                 }
-                h.to_responder(addr(src), &d);
+                h.to_responder_via(addr(src), &d, elsewhere);
             }
+            Op::KeepKeys => h.kept = h.responder.open_keys(),
             Op::Advance { millis } => {
                 h.now = h.now + std::time::Duration::from_millis(u64::from(millis % 600_000));
                 h.responder.handle_timeout(h.now);

@@ -684,6 +684,7 @@ impl Daemon {
             privileges,
             sock,
             down_requested,
+            workers,
             ..
         } = self;
         let mut handle = |req: Result<Request, String>| -> Value {
@@ -716,6 +717,7 @@ impl Daemon {
                     }
                     if v.get("status").is_some() && v.get("io").is_some() {
                         requests::add_session(&mut v, now, ep, notices, privileges);
+                        v["workers"] = workers.as_ref().map_or(0, workers::Workers::threads).into();
                     }
                     v
                 }

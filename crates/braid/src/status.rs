@@ -187,9 +187,14 @@ pub fn render(resp: &Value) -> String {
         .get("io")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice);
+    let workers = match resp.get("workers").and_then(Value::as_u64) {
+        Some(1) => ", 1 worker thread".to_owned(),
+        Some(n) if n > 1 => format!(", {n} worker threads"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
-        "{} {}: scheduler {}, {} path(s), up {:.0}s",
+        "{} {}: scheduler {}, {} path(s){workers}, up {:.0}s",
         resp.get("interface").and_then(Value::as_str).unwrap_or("?"),
         resp.get("address").and_then(Value::as_str).unwrap_or(""),
         st.get("scheduler").and_then(Value::as_str).unwrap_or("?"),
@@ -369,6 +374,12 @@ mod tests {
         assert_eq!(
             lines[0],
             "braid0 10.200.0.1/30: scheduler adaptive, 2 path(s), up 5s"
+        );
+        let mut threaded = resp.clone();
+        threaded["workers"] = 2.into();
+        assert_eq!(
+            render(&threaded).lines().next(),
+            Some("braid0 10.200.0.1/30: scheduler adaptive, 2 path(s), 2 worker threads, up 5s")
         );
         assert!(lines[1].starts_with("PATH      STATE"), "{t}");
         assert!(lines[2].starts_with("p0        up"), "{t}");

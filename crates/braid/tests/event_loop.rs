@@ -162,6 +162,9 @@ fn two_daemons_carry_packets_over_sealed_loopback_paths() {
     // The sessions are up and the packets went sealed.
     let st = status(&a_ctl);
     assert_eq!(st["encryption"]["established"], true, "{st}");
+    // One worker seals, sends and opens where there is a second CPU (`[bond] workers`).
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(st["workers"], u64::from(cpus >= 2), "{st}");
     assert!(st["encryption"]["events"]["sealed"].as_u64().unwrap() >= 300);
     let st = status(&b_ctl);
     assert!(st["status"]["counters"]["tun_tx"].as_u64().unwrap() >= 300);
