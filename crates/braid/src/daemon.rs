@@ -383,13 +383,12 @@ impl Daemon {
             self.pollfds.push(poll::readable(w.wake_fd()));
             slots.push(Slot::Opened);
         }
-        // With workers, paths are read while they have room for another batch.
-        if self.workers.as_ref().is_none_or(workers::Workers::can_read) {
-            for (i, p) in self.paths.iter().enumerate() {
-                if let Some(fd) = p.fd() {
-                    self.pollfds.push(poll::readable(fd));
-                    slots.push(Slot::Path(i));
-                }
+        for (i, p) in self.paths.iter().enumerate() {
+            // With workers, a path is read while it has room for another batch.
+            let room = self.workers.as_ref().is_none_or(|w| w.can_read(p.id));
+            if let (Some(fd), true) = (p.fd(), room) {
+                self.pollfds.push(poll::readable(fd));
+                slots.push(Slot::Path(i));
             }
         }
         poll::wait(&mut self.pollfds, timeout).map_err(|e| anyhow::anyhow!("ppoll: {e}"))?;
@@ -495,8 +494,8 @@ impl Daemon {
         }
         if let Some(w) = &mut self.workers {
             // Read here, opened by a worker, handed to the endpoint in `take_opened`.
-            for _ in 0..PATH_BATCHES {
-                let Some(mut o) = w.batch() else { return };
+            for _ in 0..workers::OPENS {
+                let Some(mut o) = w.batch(id) else { return };
                 let outcome = p.recv_batch(now, o.batch());
                 let messages = o.batch().messages();
                 if messages > 0 {

@@ -31,6 +31,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use braid_core::bond::MAX_PATHS;
 use braid_core::crypto::{OpenKeys, Preopen};
 use braid_core::PathId;
 
@@ -41,10 +42,12 @@ use crate::sys::udp_batch::{BatchSocket, RecvBatch, TxRun};
 /// milliseconds of a fast path.
 const QUEUE: usize = 16;
 
-/// Batches of received datagrams at the workers at once (being opened, or opened and not
-/// yet taken): one being opened while the loop reads the next. A batch holds up to 32
-/// GRO lists (4 MB of buffer, touched only as far as datagrams fill it).
-const OPENS: usize = 4;
+/// Batches of one path's received datagrams at the workers at once (being opened, or
+/// opened and not yet taken): one being opened while the loop reads the next. Per path,
+/// so that a busy path does not keep the others waiting in their sockets (their
+/// datagrams would look late to the bond). A batch holds up to 32 GRO lists (4 MB of
+/// buffer, touched only as far as datagrams fill it).
+pub const OPENS: usize = 2;
 
 /// One path's run on its way to a worker and back.
 #[derive(Debug)]
@@ -121,6 +124,8 @@ pub struct Workers {
     sends_out: usize,
     /// Batches handed to the workers and not yet taken back from `done`.
     opens_out: usize,
+    /// Batches out or ready, by path (paths with none are left out).
+    opens_by_path: Vec<(PathId, usize)>,
     /// Emptied runs, kept with their buffers.
     spare: Vec<TxRun>,
     /// Reports of finished runs not yet given to [`Workers::finished`] (their runs are
@@ -155,7 +160,7 @@ impl Workers {
     /// Start `n` (at least one) worker threads.
     pub fn start(n: usize) -> io::Result<Workers> {
         let n = n.max(1);
-        let depth = n * QUEUE + OPENS;
+        let depth = n * QUEUE + OPENS * MAX_PATHS;
         let (done_tx, done) = mpsc::sync_channel(depth);
         let (wake, wake_tx) = UnixDatagram::pair()?;
         wake.set_nonblocking(true)?;
@@ -178,11 +183,13 @@ impl Workers {
             done,
             sends_out: 0,
             opens_out: 0,
+            opens_by_path: Vec::with_capacity(MAX_PATHS),
             // Enough for every run that can be out, and the loop's own: none is made later.
             spare: (0..n * QUEUE + 8).map(|_| TxRun::with_capacity()).collect(),
             here: Vec::with_capacity(2 * n * QUEUE),
-            ready: VecDeque::with_capacity(OPENS),
-            spare_batches: (0..OPENS).map(|_| Opening::new()).collect(),
+            ready: VecDeque::with_capacity(OPENS * MAX_PATHS),
+            // Two paths' worth; more are made as paths come (and kept).
+            spare_batches: (0..2 * OPENS).map(|_| Opening::new()).collect(),
             wake,
         })
     }
@@ -228,18 +235,36 @@ impl Workers {
         self.keep(sent);
     }
 
-    /// Whether a batch may be read now: fewer than [`OPENS`] are out (else leave the
-    /// paths' sockets until [`Workers::opened`] brought some back).
-    pub fn can_read(&self) -> bool {
-        self.opens_out + self.ready.len() < OPENS
+    /// Whether path `path` may read a batch now: it has fewer than [`OPENS`] out (else
+    /// leave its socket until [`Workers::opened`] brought some back).
+    pub fn can_read(&self, path: PathId) -> bool {
+        self.opens_by_path
+            .iter()
+            .find(|(p, _)| *p == path)
+            .is_none_or(|(_, n)| *n < OPENS)
     }
 
-    /// A batch to read a path's datagrams into, if [`Workers::can_read`].
-    pub fn batch(&mut self) -> Option<Box<Opening>> {
-        if !self.can_read() {
+    /// A batch to read path `path`'s datagrams into, if [`Workers::can_read`].
+    pub fn batch(&mut self, path: PathId) -> Option<Box<Opening>> {
+        if !self.can_read(path) {
             return None;
         }
         Some(self.spare_batches.pop().unwrap_or_else(Opening::new))
+    }
+
+    /// Count a batch of `path`'s out (`up`) or back.
+    fn count_batch(&mut self, path: PathId, up: bool) {
+        match self.opens_by_path.iter().position(|(p, _)| *p == path) {
+            Some(i) if up => self.opens_by_path[i].1 += 1,
+            Some(i) => {
+                self.opens_by_path[i].1 -= 1;
+                if self.opens_by_path[i].1 == 0 {
+                    self.opens_by_path.swap_remove(i);
+                }
+            }
+            None if up => self.opens_by_path.push((path, 1)),
+            None => {}
+        }
     }
 
     /// Give back a batch that was not used.
@@ -252,6 +277,7 @@ impl Workers {
     pub fn open(&mut self, path: PathId, mut o: Box<Opening>, keys: OpenKeys) {
         o.path = path;
         o.keys = keys;
+        self.count_batch(path, true);
         match self.lane(path).send(Job::Open(o)) {
             Ok(()) => self.opens_out += 1,
             Err(mpsc::SendError(Job::Open(mut o))) => {
@@ -276,6 +302,7 @@ impl Workers {
         while self.wake.recv(&mut buf).is_ok() {}
         self.collect();
         while let Some(mut o) = self.ready.pop_front() {
+            self.count_batch(o.path, false);
             each(&mut o);
             o.batch.clear();
             o.keys = OpenKeys::default();
