@@ -47,6 +47,7 @@ use notices::Notices;
 pub use serial::{SerialCounters, SerialPath};
 pub use tun_frames::TunCounters;
 use tun_frames::TunFrames;
+pub use workers::Handed;
 
 /// Most packets read from the TUN (or a serial line's reads) per loop turn.
 pub const BATCH: usize = 64;
@@ -330,6 +331,11 @@ impl Daemon {
         Ok(d)
     }
 
+    /// What the worker threads were given so far (`None`: there are none).
+    pub fn handed(&self) -> Option<Handed> {
+        self.workers.as_ref().map(workers::Workers::handed)
+    }
+
     /// The control socket's path.
     pub fn control_path(&self) -> &Path {
         self.control.path()
@@ -498,9 +504,15 @@ impl Daemon {
                 let Some(mut o) = w.batch(id) else { return };
                 let outcome = p.recv_batch(now, o.batch());
                 let messages = o.batch().messages();
-                if messages > 0 {
+                if w.hand_over(id, o.batch().datagram_count()) {
                     w.open(id, o, ep.open_keys());
                 } else {
+                    // A few: opened here, at once.
+                    for (src, d) in o.batch().datagrams() {
+                        p.counters.recv_datagrams += 1;
+                        ep.handle_udp(now, id, src, d);
+                        notices.after_incoming(now, &p.name, Some(src), ep);
+                    }
                     w.unused(o);
                 }
                 if outcome != carrier::Outcome::Fine {
@@ -716,7 +728,10 @@ impl Daemon {
                     }
                     if v.get("status").is_some() && v.get("io").is_some() {
                         requests::add_session(&mut v, now, ep, notices, privileges);
-                        v["workers"] = workers.as_ref().map_or(0, workers::Workers::threads).into();
+                        v["workers"] = workers.as_ref().map_or_else(
+                            || json!({"threads": 0}),
+                            |w| json!({"threads": w.threads(), "handed": w.handed()}),
+                        );
                     }
                     v
                 }

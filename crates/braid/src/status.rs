@@ -187,7 +187,11 @@ pub fn render(resp: &Value) -> String {
         .get("io")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice);
-    let workers = match resp.get("workers").and_then(Value::as_u64) {
+    let workers = match resp
+        .get("workers")
+        .and_then(|w| w.get("threads"))
+        .and_then(Value::as_u64)
+    {
         Some(1) => ", 1 worker thread".to_owned(),
         Some(n) if n > 1 => format!(", {n} worker threads"),
         _ => String::new(),
@@ -376,7 +380,7 @@ mod tests {
             "braid0 10.200.0.1/30: scheduler adaptive, 2 path(s), up 5s"
         );
         let mut threaded = resp.clone();
-        threaded["workers"] = 2.into();
+        threaded["workers"] = json!({"threads": 2});
         assert_eq!(
             render(&threaded).lines().next(),
             Some("braid0 10.200.0.1/30: scheduler adaptive, 2 path(s), 2 worker threads, up 5s")

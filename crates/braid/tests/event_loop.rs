@@ -75,13 +75,21 @@ fn spawn_counted(
     pipe: PacketPipe,
     warm: Duration,
     counted: Duration,
-) -> thread::JoinHandle<()> {
+) -> thread::JoinHandle<Option<braid::daemon::Handed>> {
     thread::spawn(move || {
         let mut daemon = Daemon::with_device(&cfg, &control, Box::new(pipe), None).unwrap();
         daemon.run_for(warm).unwrap();
+        let before = daemon.handed();
         counting::on(true);
         daemon.run_for(counted).unwrap();
         counting::on(false);
+        let after = daemon.handed()?;
+        let before = before.unwrap_or_default();
+        Some(braid::daemon::Handed {
+            runs: after.runs - before.runs,
+            run_datagrams: after.run_datagrams - before.run_datagrams,
+            batches: after.batches - before.batches,
+        })
     })
 }
 
@@ -164,7 +172,7 @@ fn two_daemons_carry_packets_over_sealed_loopback_paths() {
     assert_eq!(st["encryption"]["established"], true, "{st}");
     // One worker seals, sends and opens where there is a second CPU (`[bond] workers`).
     let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-    assert_eq!(st["workers"], u64::from(cpus >= 2), "{st}");
+    assert_eq!(st["workers"]["threads"], u64::from(cpus >= 2), "{st}");
     assert!(st["encryption"]["events"]["sealed"].as_u64().unwrap() >= 300);
     let st = status(&b_ctl);
     assert!(st["status"]["counters"]["tun_tx"].as_u64().unwrap() >= 300);
@@ -175,11 +183,14 @@ fn two_daemons_carry_packets_over_sealed_loopback_paths() {
 
 /// Once warm, the daemons' loops allocate nothing per packet: 2000 packets from A's TUN
 /// to B's, sealed over two loopback paths, while both daemon threads count allocations.
+/// Each end has a worker thread (`workers = 1`), and the packets come in bursts of 20, so
+/// that runs and batches go to it (fewer are done by the loop itself).
 #[test]
 fn the_loop_allocates_nothing_per_packet() {
     let dir = std::env::temp_dir().join(format!("braid-alloc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (a, b) = configs("10.78.0");
+    let (mut a, mut b) = configs("10.78.0");
+    (a.bond.workers, b.bond.workers) = (Some(1), Some(1));
     let (a_tun, a_app) = PacketPipe::pair().unwrap();
     let (b_tun, b_app) = PacketPipe::pair().unwrap();
     let (warm, counted) = (Duration::from_secs(4), Duration::from_secs(3));
@@ -204,9 +215,11 @@ fn the_loop_allocates_nothing_per_packet() {
     assert!(Instant::now() < warm_end, "the warm-up took too long");
     thread::sleep(warm_end - Instant::now());
     let before = counting::allocations();
-    for p in &packets {
-        a_app.write(p).unwrap();
-        thread::sleep(Duration::from_micros(500));
+    for burst in packets.chunks(20) {
+        for p in burst {
+            a_app.write(p).unwrap();
+        }
+        thread::sleep(Duration::from_millis(10));
         while b_app.read(&mut buf).is_ok() {
             got += 1;
         }
@@ -215,11 +228,16 @@ fn the_loop_allocates_nothing_per_packet() {
     while b_app.read(&mut buf).is_ok() {
         got += 1;
     }
-    ta.join().unwrap();
-    tb.join().unwrap();
+    let handed_a = ta.join().unwrap().expect("A has a worker");
+    let handed_b = tb.join().unwrap().expect("B has a worker");
     let allocs = counting::allocations() - before;
     let _ = std::fs::remove_dir_all(&dir);
-    eprintln!("{allocs} allocations while {got} packets crossed");
+    eprintln!("{allocs} allocations while {got} packets crossed; A's worker sent {handed_a:?}, B's opened {handed_b:?}");
     assert!(got >= 1990, "{got} packets arrived");
+    assert!(
+        handed_a.run_datagrams >= 1000,
+        "A's worker sent {handed_a:?}"
+    );
+    assert!(handed_b.batches >= 20, "B's worker opened {handed_b:?}");
     assert_eq!(allocs, 0, "{allocs} allocations for {got} packets");
 }

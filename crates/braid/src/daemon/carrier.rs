@@ -95,7 +95,7 @@ impl UdpIo {
             local,
             dev,
             sock: None,
-            run: TxRun::default(),
+            run: TxRun::with_capacity(),
             offload: opts.offload,
             uplink: Box::new(uplink::Uplink::new(target, opts.mark)),
         }
@@ -344,7 +344,7 @@ impl PathIo {
         };
         self.counters.send_datagrams += n;
         self.counters.send_calls += 1;
-        if let Some(w) = workers {
+        if let Some(w) = workers.filter(|w| w.hand_over(self.id, u.run.len())) {
             w.send(self.id, sock, &mut u.run);
             return Outcome::Fine;
         }

@@ -159,6 +159,21 @@ impl RecvBatch {
         self.len
     }
 
+    /// Datagrams in the messages read (a GRO list counts its datagrams).
+    pub fn datagram_count(&self) -> usize {
+        self.meta[..self.len.min(RECV_SLOTS)]
+            .iter()
+            .map(|m| {
+                let len = m.len.min(SLOT_BYTES);
+                if m.stride == 0 || m.stride >= len {
+                    1
+                } else {
+                    len.div_ceil(m.stride)
+                }
+            })
+            .sum()
+    }
+
     /// Forget what was read.
     pub fn clear(&mut self) {
         self.len = 0;
