@@ -35,7 +35,7 @@ use braid_core::bond::MAX_PATHS;
 use braid_core::crypto::{OpenKeys, Preopen};
 use braid_core::PathId;
 
-use crate::sys::udp_batch::{BatchSocket, RecvBatch, TxRun};
+use crate::sys::udp_batch::{BatchSocket, RecvBatch, TxRun, RECV_SLOTS};
 
 /// Runs that may be at one worker (queued, being sent, or done and not yet counted)
 /// before the loop waits for one of them: 16 runs of up to 64 KB, 1000 datagrams, a few
@@ -97,8 +97,8 @@ impl Opening {
             path: PathId(0),
             batch: RecvBatch::default(),
             keys: OpenKeys::default(),
-            // A full batch of full GRO lists.
-            found: Vec::with_capacity(32 * 64),
+            // A full batch of full GRO lists (64 datagrams each at most).
+            found: Vec::with_capacity(RECV_SLOTS * 64),
         })
     }
 
@@ -132,8 +132,8 @@ enum Job {
 /// The worker threads. Dropping it lets them finish what they hold and joins them.
 ///
 /// The channels are bounded (arrays: nothing is allocated per job) and never fill up: at
-/// most `QUEUE` runs per worker and [`OPENS`] batches are out, and before handing out
-/// one run more the loop takes a finished job back.
+/// most `QUEUE` runs per worker and [`OPENS`] batches per path are out, and before
+/// handing out one run more the loop takes a finished job back.
 pub struct Workers {
     lanes: Vec<Lane>,
     done: Receiver<Job>,
