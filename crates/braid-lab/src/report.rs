@@ -135,9 +135,12 @@ mod tests {
             reorder_wait_max_ms: 30.0,
             reordered_fraction: 0.1,
             reorder_skipped: 0,
+            reorder_late: 0,
             retransmits: Some(12),
             udp_lost_percent: None,
             bond_drops: 0,
+            rescheduled: 0,
+            send_dropped: 0,
             stall_ms: 200.0,
             cpu_pct: (12.0, 10.0),
             cut: Some(CutResult {

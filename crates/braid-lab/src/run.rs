@@ -108,12 +108,19 @@ pub struct TestResult {
     pub reordered_fraction: f64,
     /// Sequence numbers the receiver gave up on.
     pub reorder_skipped: u64,
+    /// Of them, packets that came after all (delivered late, out of order).
+    pub reorder_late: u64,
     /// TCP retransmissions (iperf3 sender).
     pub retransmits: Option<u64>,
     /// UDP loss, percent.
     pub udp_lost_percent: Option<f64>,
     /// Packets braid dropped on side a (no path, queue, too big).
     pub bond_drops: u64,
+    /// Packets side a moved to another path after they were queued on one (a path
+    /// stalled or went down): each may arrive behind later ones.
+    pub rescheduled: u64,
+    /// Datagrams side a's path sockets did not send (buffer full, or an error).
+    pub send_dropped: u64,
     /// Longest stall (100 ms intervals under 10% of the median), ms.
     pub stall_ms: f64,
     /// CPU used by the daemons (a, b), percent of one core.
@@ -433,6 +440,18 @@ fn reorder_field(v: &Value, k: &str) -> u64 {
 
 fn counter(v: &Value, k: &str) -> u64 {
     bond_obj(v)["counters"][k].as_u64().unwrap_or(0)
+}
+
+/// Datagrams the path sockets did not send, over every path of a status answer.
+fn io_dropped(v: &Value) -> u64 {
+    v["io"].as_array().map_or(0, |io| {
+        io.iter()
+            .map(|p| {
+                let c = &p["counters"];
+                c["send_would_block"].as_u64().unwrap_or(0) + c["send_errors"].as_u64().unwrap_or(0)
+            })
+            .sum()
+    })
 }
 
 /// Start an iperf3 server in `ns` on `addr` (one test, JSON, 100 ms intervals).
@@ -809,9 +828,12 @@ fn run_test(
             0.0
         },
         reorder_skipped: d("skipped"),
+        reorder_late: d("late"),
         retransmits: ip.retransmits,
         udp_lost_percent: ip.udp_lost_percent,
         bond_drops: drops,
+        rescheduled: counter(&a1, "rescheduled").saturating_sub(counter(&a0, "rescheduled")),
+        send_dropped: io_dropped(&a1).saturating_sub(io_dropped(&a0)),
         stall_ms: iperf::longest_stall_ms(&ip.intervals),
         cpu_pct: (cpu_pct(cpu0.0, cpu1.0), cpu_pct(cpu0.1, cpu1.1)),
         cut: cut_result,
@@ -994,9 +1016,12 @@ mod tests {
             reorder_wait_max_ms: 0.0,
             reordered_fraction: 0.0,
             reorder_skipped: 0,
+            reorder_late: 0,
             retransmits: None,
             udp_lost_percent: None,
             bond_drops: 0,
+            rescheduled: 0,
+            send_dropped: 0,
             stall_ms: 0.0,
             cpu_pct: (0.0, 0.0),
             cut: None,
