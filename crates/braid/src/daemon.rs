@@ -123,8 +123,8 @@ pub struct Daemon {
     monitor: Option<crate::monitor::Monitor>,
     /// `braid down` asked the daemon to stop: it does at the end of the turn.
     down_requested: bool,
-    /// The threads that seal and send the UDP paths' runs (`[bond] workers`); `None`:
-    /// the loop does.
+    /// The threads that seal and send the UDP paths' runs and open their batches
+    /// (`[bond] workers`); `None`: the loop does.
     workers: Option<workers::Workers>,
 }
 
@@ -508,11 +508,7 @@ impl Daemon {
                     w.open(id, o, ep.open_keys());
                 } else {
                     // A few: opened here, at once.
-                    for (src, d) in o.batch().datagrams() {
-                        p.counters.recv_datagrams += 1;
-                        ep.handle_udp(now, id, src, d);
-                        notices.after_incoming(now, &p.name, Some(src), ep);
-                    }
+                    hand_to_endpoint(now, ep, notices, p, o.batch());
                     w.unused(o);
                 }
                 if outcome != carrier::Outcome::Fine {
@@ -529,11 +525,7 @@ impl Daemon {
         // keep the others and the TUN waiting.
         for _ in 0..PATH_BATCHES {
             let outcome = p.recv_batch(now, &mut self.rx_batch);
-            for (src, d) in self.rx_batch.datagrams() {
-                p.counters.recv_datagrams += 1;
-                ep.handle_udp(now, id, src, d);
-                notices.after_incoming(now, &p.name, Some(src), ep);
-            }
+            hand_to_endpoint(now, ep, notices, p, &mut self.rx_batch);
             if outcome != carrier::Outcome::Fine {
                 ep.handle_path_error(now, id);
                 return;
@@ -562,7 +554,7 @@ impl Daemon {
         self.take_opened(now);
         self.count_sent(now);
         loop {
-            // With sending threads, the AEAD is theirs: the endpoint lays datagrams out.
+            // With workers, the AEAD is theirs: the endpoint lays datagrams out.
             let next = if self.workers.is_some() {
                 self.ep.poll_transmit_deferred(now, &mut self.tx_buf)
             } else {
@@ -743,7 +735,22 @@ impl Daemon {
     }
 }
 
-/// The sending threads `[bond] workers` asks for (`None` in the config: one, if the
+/// A path's datagrams read by the loop, handed to the endpoint (opened there).
+fn hand_to_endpoint(
+    now: Instant,
+    ep: &mut Endpoint,
+    notices: &mut Notices,
+    p: &mut PathIo,
+    batch: &mut RecvBatch,
+) {
+    for (src, d) in batch.datagrams() {
+        p.counters.recv_datagrams += 1;
+        ep.handle_udp(now, p.id, src, d);
+        notices.after_incoming(now, &p.name, Some(src), ep);
+    }
+}
+
+/// The worker threads `[bond] workers` asks for (`None` in the config: one, if the
 /// machine has a second CPU).
 fn start_workers(now: Instant, asked: Option<usize>) -> anyhow::Result<Option<workers::Workers>> {
     let n = asked.unwrap_or_else(|| {
@@ -754,10 +761,10 @@ fn start_workers(now: Instant, asked: Option<usize>) -> anyhow::Result<Option<wo
         return Ok(None);
     }
     let w = workers::Workers::start(n)
-        .map_err(|e| anyhow::anyhow!("starting {n} sending thread(s): {e}"))?;
+        .map_err(|e| anyhow::anyhow!("starting {n} worker thread(s): {e}"))?;
     dlog!(
         now,
-        "braid: {} thread(s) seal and send the paths' datagrams",
+        "braid: {} worker thread(s) seal, send and open the paths' datagrams",
         w.threads()
     );
     Ok(Some(w))
