@@ -94,20 +94,31 @@ pub(crate) fn clone_device(name: &str, flags: libc::c_int, kind: &str) -> io::Re
         )
     };
     if r == -1 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::EBUSY) => io::Error::new(
-                e.kind(),
-                format!("interface {name} is in use (is another braid running on it?)"),
-            ),
-            Some(libc::EINVAL) => io::Error::new(
-                e.kind(),
-                format!("cannot create {kind} {name}: {e} (does another kind of interface of that name exist?)"),
-            ),
-            _ => with_context(e, &format!("cannot create {kind} {name}")),
-        });
+        return Err(tunsetiff_error(io::Error::last_os_error(), name, kind));
     }
     Ok(file)
+}
+
+/// What a refused `TUNSETIFF` tells the user. The kind stays the OS error's (EINVAL:
+/// `InvalidInput`), which is how [`refused_flags`] knows it.
+pub(crate) fn tunsetiff_error(e: io::Error, name: &str, kind: &str) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::EBUSY) => io::Error::new(
+            e.kind(),
+            format!("interface {name} is in use (is another braid running on it?)"),
+        ),
+        Some(libc::EINVAL) => io::Error::new(
+            e.kind(),
+            format!("cannot create {kind} {name}: {e} (does another kind of interface of that name exist?)"),
+        ),
+        _ => with_context(e, &format!("cannot create {kind} {name}")),
+    }
+}
+
+/// Whether [`clone_device`] failed because the kernel refused the flags (EINVAL): a
+/// kernel without `IFF_VNET_HDR`, or another kind of interface of that name.
+pub(crate) fn refused_flags(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::InvalidInput
 }
 
 /// Set `name`'s MTU (SIOCSIFMTU).
@@ -212,5 +223,19 @@ mod tests {
         assert!(ifreq("").is_err());
         assert!(ifreq("0123456789abcdef").is_err());
         assert!(ifreq("a/b").is_err());
+    }
+
+    /// `Tun::create_with` falls back to a plain TUN when the kernel refuses
+    /// `IFF_VNET_HDR` (EINVAL): the error it sees is the one made here, with our text and
+    /// no errno, and must still say so. (It did not: the fallback looked for the errno.)
+    #[test]
+    fn a_refused_flag_is_known_after_the_message_is_ours() {
+        let e = tunsetiff_error(io::Error::from_raw_os_error(libc::EINVAL), "b0", "TUN");
+        assert!(refused_flags(&e), "{e}");
+        assert!(e.to_string().contains("cannot create TUN b0"), "{e}");
+        for other in [libc::EBUSY, libc::EPERM, libc::ENOMEM] {
+            let e = tunsetiff_error(io::Error::from_raw_os_error(other), "b0", "TUN");
+            assert!(!refused_flags(&e), "{e}");
+        }
     }
 }

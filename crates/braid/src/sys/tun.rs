@@ -168,7 +168,8 @@ impl Tun {
         }
         let mut tun = match Tun::create_flags(name, true) {
             Ok(t) => t,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Tun::create(name),
+            // The error's text is ours by now; its kind is still EINVAL's.
+            Err(e) if netdev::refused_flags(&e) => return Tun::create(name),
             Err(e) => return Err(e),
         };
         tun.offloads = negotiate_offloads(&tun.file, name, wanted)?;
