@@ -387,27 +387,26 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_micros((utime + stime) * 1_000_000 / tck))
 }
 
+/// `tc qdisc replace dev DEV root QDISC...` in `ns`.
+pub fn root_qdisc(ns: &str, dev: &str, qdisc: &[&str]) -> Result<()> {
+    let mut c = Command::new("tc");
+    c.args(["-n", ns, "qdisc", "replace", "dev", dev, "root"])
+        .args(qdisc);
+    run_ok(&mut c)?;
+    Ok(())
+}
+
 /// Shape `dev` in `ns` to `rate_bps` with tbf: a bucket of `burst` bytes (default 2 ms at
 /// rate, at least two full-size packets) and a queue of 50 ms: a link that serialises
 /// packets, not one that passes 10 ms bursts at line rate.
 pub fn tbf(ns: &str, dev: &str, rate_bps: u64, burst: Option<u64>) -> Result<()> {
     let burst = burst.unwrap_or((rate_bps / 8 / 500).max(3_200));
-    run_ok(Command::new("tc").args([
-        "-n",
+    let (rate, burst) = (format!("{rate_bps}bit"), burst.to_string());
+    root_qdisc(
         ns,
-        "qdisc",
-        "replace",
-        "dev",
         dev,
-        "root",
-        "tbf",
-        "rate",
-        &format!("{rate_bps}bit"),
-        "burst",
-        &burst.to_string(),
-        "latency",
-        "50ms",
-    ]))?;
+        &["tbf", "rate", &rate, "burst", &burst, "latency", "50ms"],
+    )?;
     Ok(())
 }
 

@@ -302,16 +302,11 @@ impl PendingSeal {
     }
 
     /// The sealed datagram's length (header, ciphertext, tag).
-    pub fn len(&self) -> usize {
+    pub fn datagram_len(&self) -> usize {
         self.len
     }
 
-    /// Never true: a datagram has at least its header and tag.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Encrypt and tag `datagram` in place: the [`PendingSeal::len`] bytes the endpoint
+    /// Encrypt and tag `datagram` in place: the [`PendingSeal::datagram_len`] bytes the endpoint
     /// laid out (a longer slice is cut to them). On any thread.
     pub fn seal(&self, datagram: &mut [u8]) -> Result<(), AeadError> {
         let d = datagram.get_mut(..self.len).ok_or(AeadError)?;

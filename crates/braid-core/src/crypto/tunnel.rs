@@ -486,7 +486,7 @@ impl Tunnel {
     ) -> Result<usize, SealError> {
         let job = self.seal_deferred(now, user_type, buf, plaintext_len)?;
         job.seal(buf).map_err(|_| SealError::BufferTooSmall)?;
-        Ok(job.len())
+        Ok(job.datagram_len())
     }
 
     /// [`Tunnel::seal`] without the AEAD: the datagram gets its header and counter in

@@ -254,7 +254,7 @@ impl Sealer {
             return self.tags.wrap_into(datagram, out).map(|n| (n, None));
         }
         let job = self.fold_and_number(now, datagram, wire_path, out)?;
-        Some((job.len(), Some(job)))
+        Some((job.datagram_len(), Some(job)))
     }
 
     /// Seal one datagram of the bond for a serial line into `out`: with keys folded and
@@ -522,7 +522,7 @@ impl Sealer {
 fn seal_now(job: &PendingSeal, out: &mut [u8]) -> Option<usize> {
     job.seal(out)
         .expect("the datagram was laid out in this very buffer");
-    Some(job.len())
+    Some(job.datagram_len())
 }
 
 #[cfg(test)]

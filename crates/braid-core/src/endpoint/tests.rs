@@ -463,7 +463,7 @@ fn deferred_sealing_may_run_in_any_order() {
             let mut out = Vec::new();
             while let Some((tx, job)) = a.poll_transmit_deferred(now, &mut buf) {
                 assert!(job.is_none() || tx.kind != TransmitKind::Handshake);
-                assert_eq!(job.as_ref().map_or(tx.len, |j| j.len()), tx.len);
+                assert_eq!(job.as_ref().map_or(tx.len, |j| j.datagram_len()), tx.len);
                 out.push((buf[..tx.len].to_vec(), job));
             }
             for (d, job) in out.iter_mut().rev() {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::netns::{ip, run_cleanup, run_ok};
+use crate::netns::{self, ip, run_cleanup, run_ok};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -165,17 +165,7 @@ pub fn set_link(ns: &str, dev: &str, up: bool) -> Result<()> {
 /// netem nor the gact action, so a blackhole qdisc is the way to silence a port.
 pub fn silence(ns: &str, dev: &str, silent: bool, restore_mbit: Option<f64>) -> Result<()> {
     if silent {
-        run_ok(Command::new("tc").args([
-            "-n",
-            ns,
-            "qdisc",
-            "replace",
-            "dev",
-            dev,
-            "root",
-            "blackhole",
-        ]))?;
-        return Ok(());
+        return netns::root_qdisc(ns, dev, &["blackhole"]);
     }
     match restore_mbit {
         Some(m) => shape(ns, dev, m),
