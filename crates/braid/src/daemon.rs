@@ -372,8 +372,6 @@ impl Daemon {
         self.pollfds.clear();
         self.pollfds.push(poll::readable(self.signals.as_raw_fd()));
         slots.push(Slot::Signal);
-        self.pollfds.push(poll::readable(self.tun.fd()));
-        slots.push(Slot::Tun);
         self.pollfds
             .push(poll::readable(self.control.listener_fd()));
         slots.push(Slot::Listener);
@@ -396,6 +394,14 @@ impl Daemon {
                 self.pollfds.push(poll::readable(fd));
                 slots.push(Slot::Path(i));
             }
+        }
+        // The TUN last: what the paths brought (acks above all) updates their state
+        // before new packets are scheduled on them. After a long turn, packets read
+        // first would meet paths whose acks still wait in their sockets, look stalled
+        // and be dropped.
+        if self.ep.wants_tun_packets() {
+            self.pollfds.push(poll::readable(self.tun.fd()));
+            slots.push(Slot::Tun);
         }
         poll::wait(&mut self.pollfds, timeout).map_err(|e| anyhow::anyhow!("ppoll: {e}"))?;
 
@@ -470,9 +476,10 @@ impl Daemon {
         let ep = &mut self.ep;
         for _ in 0..BATCH {
             // EAGAIN (or a transient error): the next turn reads on.
-            if !self
-                .tun_frames
-                .read(&*self.tun, |p| ep.handle_tun_packet(now, p))
+            if !ep.wants_tun_packets()
+                || !self
+                    .tun_frames
+                    .read(&*self.tun, |p| ep.handle_tun_packet(now, p))
             {
                 break;
             }

@@ -48,6 +48,10 @@ use crate::{Frames, Instant, PathId};
 pub const MAX_PATHS: usize = 64;
 /// Most packets queued in braid for one path, whatever their age.
 const MAX_QUEUE_PACKETS: usize = 8192;
+/// Packets queued on a path beyond which it takes no more from the TUN
+/// ([`Bond::wants_packets`]): 4 ms at 3 Gbit/s, far above what the queue delay limit lets a
+/// path of tens of Mbit/s hold (a 40 Mbit/s path's 100 ms is 330 packets of 1500 bytes).
+const BACKLOG_PACKETS: usize = 1024;
 /// A data datagram this much later than its path's lowest delay, with the path down in
 /// between, was held through the outage and is dropped ([`Counters::drop_rx_held`]).
 pub const HELD_AFTER_DOWN: Duration = Duration::from_secs(1);
@@ -334,6 +338,17 @@ impl Bond {
         } else {
             self.pass_on(now, packet, first)
         };
+        // Every path stalled (no ack for a few round trips): the packet waits on a path
+        // that is up rather than being dropped. On a busy host acks are late by a
+        // scheduler's time slice, and with nowhere else to go a drop only costs the
+        // flow a retransmission; a path that has really died is declared down by its
+        // liveness check, and what waits on it is handed on then.
+        let choice = match choice {
+            Choice::Drop if !self.scheduler.pins_flows() => self
+                .soonest_empty(|l| l.is_up())
+                .map_or(Choice::Drop, Choice::One),
+            other => other,
+        };
         // Drop here, before the packet is numbered, if its path's queue already holds
         // more than `queue_max_delay`: a numbered packet that is dropped later leaves a
         // gap the receiver has to wait out. When the receiver equalises delays, a faster
@@ -378,10 +393,23 @@ impl Bond {
         })
     }
 
-    /// True when path `id`'s queue holds more than `limit` at its drain rate.
+    /// True when path `id`'s queue holds more than `limit` at its drain rate, or as many
+    /// packets as it may.
     fn queue_over(&self, id: PathId, limit: Duration) -> bool {
-        self.index(id)
-            .is_some_and(|i| self.links[i].queue_delay() > limit)
+        self.index(id).is_some_and(|i| {
+            let l = &self.links[i];
+            l.queue_delay() > limit || l.queue.len() >= MAX_QUEUE_PACKETS
+        })
+    }
+
+    /// False while every path that is up has [`BACKLOG_PACKETS`] or more queued: the
+    /// driver then leaves packets in the TUN (whose queue and the senders' TCP small
+    /// queues push back, as a full NIC's do) instead of handing over packets that
+    /// could only wait here or be dropped. True when no path is up: those are dropped
+    /// and counted.
+    pub fn wants_packets(&self) -> bool {
+        let mut up = self.links.iter().filter(|l| l.is_up()).peekable();
+        up.peek().is_none() || up.any(|l| l.queue.len() < BACKLOG_PACKETS)
     }
 
     /// A path whose queue already holds PASS_ON_DELAY is full for this purpose: where the
@@ -406,16 +434,18 @@ impl Bond {
         }
         match (first, choice) {
             (Choice::One(_), Choice::One(id)) if !self.queue_over(id, PASS_ON_DELAY) => choice,
-            (Choice::One(_), _) => self.soonest_empty(now).map_or(first, Choice::One),
+            (Choice::One(_), _) => self
+                .soonest_empty(|l| l.usable(now))
+                .map_or(first, Choice::One),
             _ => first,
         }
     }
 
-    /// The usable path whose queue empties first at its drain rate.
-    fn soonest_empty(&self, now: Instant) -> Option<PathId> {
+    /// Of the paths `pick` takes, the one whose queue empties first at its drain rate.
+    fn soonest_empty(&self, pick: impl Fn(&Link) -> bool) -> Option<PathId> {
         self.links
             .iter()
-            .filter(|l| l.usable(now))
+            .filter(|l| pick(l))
             .min_by_key(|l| l.queue_delay())
             .map(|l| l.id)
     }
@@ -933,11 +963,21 @@ impl Bond {
         for i in 0..self.links.len() {
             let t = self.links[i].health.handle_timeout(now);
             self.apply(now, i, t);
+            let elsewhere = self
+                .links
+                .iter()
+                .enumerate()
+                .any(|(j, l)| j != i && l.usable(now));
             if self.links[i].is_up()
                 && self.links[i].stalled(now)
                 && !self.links[i].queue.is_empty()
+                && elsewhere
             {
                 // Acks stopped: hand the queue over now rather than after `down_after`.
+                // Only to a path that can take it: with nowhere to go it stays, as the
+                // packets the scheduler queues meanwhile do (a late ack is far likelier
+                // than a dead path that is still up; dropping numbered packets would
+                // leave gaps the receiver waits out).
                 let (id, packets) = (self.links[i].id, self.links[i].take_queue());
                 self.reschedule(now, id, packets);
             }

@@ -877,3 +877,75 @@ fn data_held_through_an_outage_is_not_delivered_seconds_late() {
     let after = pair.delivered_b.len() - before;
     assert!(after > 500, "{after} delivered after the outage");
 }
+
+/// Acks late by more than the stall timeout but far less than down detection, as on a
+/// host whose CPUs are busy: with no other path to go to, nothing is dropped and no
+/// sequence number is given up.
+#[test]
+fn a_lone_path_whose_acks_are_late_loses_nothing() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(100, 1, 1));
+    let mut src = Source::new(20, 1000, 5000);
+    pair.run_until(Instant::from_millis(3000), |p| src.feed(p));
+    // 60 ms held both ways: the stall timeout is about 2 x srtt + 12 ms here.
+    pair.set_held(0, true);
+    pair.run_until(Instant::from_millis(3060), |p| src.feed(p));
+    pair.set_held(0, false);
+    pair.run_until(Instant::from_millis(6000), |p| src.feed(p));
+    let (a, b) = (pair.a.status(), pair.b.status());
+    assert_eq!(a.paths[0].downs, 0, "{:?}", a.paths[0]);
+    // Measured without the rule (packets taken when no path is usable) or without
+    // keeping the stalled path's queue: 122 dropped for want of a path.
+    assert_eq!(a.counters.drop_no_path, 0);
+    assert_eq!(b.reorder.skipped, 0, "{:?}", b.reorder);
+    let s = seqs(&pair);
+    assert_strictly_increasing(&s);
+    assert_eq!(s.len() as u64, src.sent);
+}
+
+/// A queue full by its packet count (a long queue delay allowed, small packets) refuses
+/// the next packet before it is numbered: the receiver has no gap to wait out.
+#[test]
+fn a_queue_full_of_packets_drops_before_numbering() {
+    let cfg = BondConfig {
+        queue_max_delay: Duration::from_secs(5),
+        ..BondConfig::default()
+    };
+    let mut pair = Pair::new(cfg);
+    pair.add_path(path("p0"), link(10, 1, 1));
+    let mut src = Source::new(2, 1000, 5000);
+    pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
+    burst(&mut pair, 9000, 100);
+    assert!(!pair.a.wants_packets(), "8192 queued on the one path");
+    // Traffic after the burst, so that a gap would be seen and given up.
+    pair.run_until(Instant::from_millis(6000), |p| src.feed(p));
+    assert!(pair.a.wants_packets());
+    let (a, b) = (pair.a.status(), pair.b.status());
+    assert!(a.counters.drop_queue > 700, "{:?}", a.counters);
+    assert_eq!(b.reorder.skipped, 0, "{:?}", b.reorder);
+}
+
+/// The bond asks for no more packets while every path that is up holds its backlog, and
+/// for packets again as soon as one has room, or when no path is up (they are dropped
+/// and counted there, not left in the TUN).
+#[test]
+fn the_bond_wants_packets_while_a_path_has_room() {
+    let mut pair = Pair::new(BondConfig::default());
+    assert!(pair.a.wants_packets(), "no path at all");
+    pair.add_path(path("p0"), link(10, 1, 1));
+    pair.add_path(path("p1"), link(10, 1, 2));
+    let mut src = Source::new(2, 1000, 2000);
+    pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
+    assert!(pair.a.wants_packets());
+    burst(&mut pair, 2 * BACKLOG_PACKETS as u64 - 50, 100);
+    assert!(pair.a.wants_packets(), "one path still has room");
+    burst(&mut pair, 100, 100);
+    assert!(!pair.a.wants_packets(), "both hold their backlog");
+    pair.run_until(Instant::from_millis(2200), |_| {});
+    assert!(pair.a.wants_packets(), "drained");
+    pair.set_cut(0, true);
+    pair.set_cut(1, true);
+    pair.run_until(Instant::from_millis(3500), |_| {});
+    assert!(pair.a.status().paths.iter().all(|p| p.downs == 1));
+    assert!(pair.a.wants_packets(), "no path up");
+}

@@ -385,6 +385,16 @@ impl Endpoint {
         self.bond.handle_tun_packet(now, packet);
     }
 
+    /// Whether the bond takes packets from the TUN now ([`Bond::wants_packets`]): when it
+    /// says no, leave them in the device until a later turn.
+    pub fn wants_tun_packets(&self) -> bool {
+        let raw_ip = self
+            .paths
+            .iter()
+            .any(|s| matches!(&s.kind, SideKind::Line(l) if l.config().raw_ip));
+        raw_ip || self.bond.wants_packets()
+    }
+
     /// A datagram read from UDP path `path`'s socket, from `src` (opened in place).
     pub fn handle_udp(&mut self, now: Instant, path: PathId, src: SocketAddr, bytes: &mut [u8]) {
         self.handle_udp_preopened(now, path, src, bytes, Preopen::Untouched);
