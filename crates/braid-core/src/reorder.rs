@@ -32,10 +32,12 @@
 //! - **Wrap.** Sequence arithmetic is modulo 2^64, so a stream crossing `u64::MAX` keeps
 //!   working (a sender starting at a random value could get there in theory).
 //!
-//! Storage is one `Vec<u8>` per slot and per ready entry, made empty in
-//! [`ReorderBuffer::new`], grown when it first carries a packet (or a larger one) and reused
-//! after: a buffer allocates at most 2 × capacity times in its life (a few MB, lazily, as
-//! traffic first fills the ring), then never again.
+//! Storage: a packet's bytes live in a `Vec<u8>` taken from a pool of spare buffers when it
+//! is stored and given back when it is delivered, so the buffers made are as many as the
+//! packets ever held at once (at most 2 × capacity: slots and ready entries), each grown
+//! to the largest packet it carried; once traffic has reached its usual depth nothing is
+//! allocated. (A buffer per slot position instead made every one of 2 × capacity
+//! positions allocate the first time a packet passed it, however shallow the traffic.)
 use core::time::Duration;
 use std::collections::VecDeque;
 
@@ -157,6 +159,8 @@ pub struct ReorderBuffer {
     ready_len: usize,
     /// Sequence numbers of `Waiting` packets, in arrival order (entries go stale lazily).
     arrivals: VecDeque<u64>,
+    /// Buffers of delivered packets, for the next ones (room for 2 × capacity reserved).
+    spare: Vec<Vec<u8>>,
     /// Bit `s & history_mask` = 1 if `s` (behind `next`) was delivered, 0 if skipped.
     history: Vec<u64>,
     history_mask: u64,
@@ -202,6 +206,7 @@ impl ReorderBuffer {
             ready_head: 0,
             ready_len: 0,
             arrivals: VecDeque::with_capacity(2 * cap),
+            spare: Vec::with_capacity(2 * cap),
             history: vec![0; (history_len / 64) as usize],
             history_mask: history_len - 1,
             next: None,
@@ -364,8 +369,7 @@ impl ReorderBuffer {
         slot.arrived = now;
         slot.expiry = now + deadline;
         slot.release = release;
-        slot.data.clear();
-        slot.data.extend_from_slice(data);
+        fill(&mut self.spare, &mut slot.data, data);
         self.held += 1;
         if in_order {
             self.advance_contiguous();
@@ -420,27 +424,21 @@ impl ReorderBuffer {
     }
 
     fn push_ready(&mut self, kind: Kind, arrived: Instant, data: &[u8]) -> bool {
-        match self.ready_slot() {
+        if self.ready_len >= self.ready.len() {
+            return false;
+        }
+        let i = (self.ready_head + self.ready_len) % self.ready.len();
+        match self.ready.get_mut(i) {
             Some(r) => {
                 r.kind = kind;
                 r.arrived = arrived;
                 r.release = arrived;
-                r.data.clear();
-                r.data.extend_from_slice(data);
+                fill(&mut self.spare, &mut r.data, data);
                 self.ready_len += 1;
                 true
             }
             None => false,
         }
-    }
-
-    /// The next free ready entry, if the ring is not full.
-    fn ready_slot(&mut self) -> Option<&mut Ready> {
-        if self.ready_len >= self.ready.len() {
-            return None;
-        }
-        let i = (self.ready_head + self.ready_len) % self.ready.len();
-        self.ready.get_mut(i)
     }
 
     /// Move the held packet at `seq` (if any) to the ready queue; returns whether one was.
@@ -539,9 +537,10 @@ impl ReorderBuffer {
                 let head = self.ready_head;
                 self.ready_head = (self.ready_head + 1) % self.ready.len();
                 self.ready_len -= 1;
-                let r = self.ready.get(head)?;
+                let r = self.ready.get_mut(head)?;
                 let (kind, arrived, release) = (r.kind, r.arrived, r.release);
                 let copied = copy_out(&r.data, buf);
+                give_back(&mut self.spare, &mut r.data);
                 if let Some(n) = copied {
                     self.count_delivery(kind, now, arrived, release);
                     return Some(n);
@@ -572,6 +571,7 @@ impl ReorderBuffer {
             slot.held = false;
             let (kind, arrived, release) = (slot.kind, slot.arrived, slot.release);
             let copied = copy_out(&slot.data, buf);
+            give_back(&mut self.spare, &mut slot.data);
             self.held -= 1;
             self.set_history(next, true);
             self.next = Some(next.wrapping_add(1));
@@ -681,6 +681,25 @@ impl ReorderBuffer {
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Put `data` into `dst`, which takes a spare buffer first if it has none.
+fn fill(spare: &mut Vec<Vec<u8>>, dst: &mut Vec<u8>, data: &[u8]) {
+    if dst.capacity() == 0 {
+        if let Some(b) = spare.pop() {
+            *dst = b;
+        }
+    }
+    dst.clear();
+    dst.extend_from_slice(data);
+}
+
+/// A delivered packet's buffer back to the spares (dropped if they are full, which the
+/// 2 × capacity bound on live buffers rules out).
+fn give_back(spare: &mut Vec<Vec<u8>>, data: &mut Vec<u8>) {
+    if spare.len() < spare.capacity() {
+        spare.push(core::mem::take(data));
     }
 }
 
@@ -1049,22 +1068,48 @@ mod tests {
         assert_eq!(rb.stats().dropped, 2);
     }
 
+    /// Every buffer the ring holds (slots, ready entries, spares).
+    fn buffers(rb: &ReorderBuffer) -> std::collections::BTreeSet<*const u8> {
+        let slots = rb.slots.iter().map(|s| &s.data);
+        let ready = rb.ready.iter().map(|r| &r.data);
+        slots
+            .chain(ready)
+            .chain(rb.spare.iter())
+            .filter(|d| d.capacity() > 0)
+            .map(|d| d.as_ptr())
+            .collect()
+    }
+
+    /// Buffers come from the spares and go back to them: in-order traffic through a ring of
+    /// 64 uses one buffer, and traffic held three deep uses the same few, however many
+    /// positions it passes.
     #[test]
-    fn slots_are_reused_without_growing() {
-        let mut rb = ReorderBuffer::new(4);
+    fn buffers_are_as_many_as_packets_held_at_once() {
+        let mut rb = ReorderBuffer::new(64);
         let mut buf = [0u8; 1500];
-        for seq in 0..100u64 {
+        for seq in 0..1000u64 {
             rb.insert(t(seq), seq, MS, &[seq as u8; 1400]);
             assert_eq!(rb.poll(t(seq), &mut buf), Some(1400));
         }
-        let ptrs: Vec<*const u8> = rb.slots.iter().map(|s| s.data.as_ptr()).collect();
-        for seq in 100..200u64 {
-            rb.insert(t(seq), seq, MS, &[seq as u8; 1000]);
-            assert_eq!(rb.poll(t(seq), &mut buf), Some(1000));
-            assert_eq!(buf[0], seq as u8);
+        assert_eq!(buffers(&rb).len(), 1);
+        // Three arrive backwards, then go out together.
+        let mut order = Vec::new();
+        for base in (1000..2000u64).step_by(3) {
+            for seq in [base + 2, base + 1, base] {
+                rb.insert(t(base), seq, 100 * MS, &[seq as u8; 1000]);
+            }
+            while let Some(n) = rb.poll(t(base), &mut buf) {
+                assert_eq!(n, 1000);
+                order.push(buf[0]);
+            }
+            if base == 1000 {
+                assert!(buffers(&rb).len() <= 3, "{}", buffers(&rb).len());
+            }
         }
-        let after: Vec<*const u8> = rb.slots.iter().map(|s| s.data.as_ptr()).collect();
-        assert_eq!(ptrs, after, "no slot reallocated");
+        let last = (1000..2000u64).step_by(3).last().expect("a base") + 2;
+        let expect: Vec<u8> = (1000..=last).map(|s| s as u8).collect();
+        assert_eq!(order, expect);
+        assert!(buffers(&rb).len() <= 3, "{} buffers", buffers(&rb).len());
     }
 
     /// A schedule: the primer `base`, then a permutation of `base+1 ..= base+n`, with extra

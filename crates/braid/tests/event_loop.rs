@@ -200,8 +200,7 @@ fn the_loop_allocates_nothing_per_packet() {
     let packets: Vec<Vec<u8>> = (0..2000).map(packet).collect();
     let mut buf = [0u8; 2048];
     let mut got = 0;
-    // Warm-up: more packets than B's reorder ring has slots and ready entries (2 × 4096),
-    // whose buffers grow on first use (`reorder.rs`).
+    // Warm-up: queues, pools and the reorder buffer's spare buffers grow to their size.
     let a_ctl = dir.join("a.sock");
     wait_up(&a_ctl, start, Duration::from_secs(2));
     for n in 0..9000u32 {
