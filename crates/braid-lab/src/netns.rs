@@ -387,6 +387,22 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_micros((utime + stime) * 1_000_000 / tck))
 }
 
+/// Datagrams the kernel dropped for want of room in a UDP socket's receive buffer, in the
+/// network namespace of process `pid` (`RcvbufErrors` of `/proc/<pid>/net/snmp`).
+pub fn udp_rcvbuf_errors(pid: u32) -> Option<u64> {
+    let snmp = std::fs::read_to_string(format!("/proc/{pid}/net/snmp")).ok()?;
+    snmp_udp_field(&snmp, "RcvbufErrors")
+}
+
+/// Field `name` of the `Udp:` lines of a `/proc/net/snmp` (a line of names, then one of
+/// values).
+fn snmp_udp_field(snmp: &str, name: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let at = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
 /// `tc qdisc replace dev DEV root QDISC...` in `ns`.
 pub fn root_qdisc(ns: &str, dev: &str, qdisc: &[&str]) -> Result<()> {
     let mut c = Command::new("tc");
@@ -588,6 +604,21 @@ mod tests {
     fn cpu_time_of_self() {
         assert!(cpu_time(std::process::id()).is_some());
         assert!(cpu_time(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn udp_receive_buffer_errors_from_snmp() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+            Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+            Udp: 100 2 7 90 5 0\n\
+            UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+            UdpLite: 0 0 0 0 9 0\n";
+        assert_eq!(snmp_udp_field(snmp, "RcvbufErrors"), Some(5));
+        assert_eq!(snmp_udp_field(snmp, "InErrors"), Some(7));
+        assert_eq!(snmp_udp_field(snmp, "Nothing"), None);
+        assert_eq!(snmp_udp_field("Udp: RcvbufErrors\n", "RcvbufErrors"), None);
+        assert!(udp_rcvbuf_errors(std::process::id()).is_some());
+        assert!(udp_rcvbuf_errors(u32::MAX).is_none());
     }
 
     #[test]

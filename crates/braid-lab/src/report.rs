@@ -141,6 +141,7 @@ mod tests {
             bond_drops: 0,
             rescheduled: 0,
             send_dropped: 0,
+            udp_rcvbuf_errors: (0, 0),
             stall_ms: 200.0,
             cpu_pct: (12.0, 10.0),
             cut: Some(CutResult {

@@ -121,6 +121,9 @@ pub struct TestResult {
     pub rescheduled: u64,
     /// Datagrams side a's path sockets did not send (buffer full, or an error).
     pub send_dropped: u64,
+    /// Datagrams the kernel dropped at each side's full UDP receive buffers (a, b): the
+    /// namespace's `RcvbufErrors`.
+    pub udp_rcvbuf_errors: (u64, u64),
     /// Longest stall (100 ms intervals under 10% of the median), ms.
     pub stall_ms: f64,
     /// CPU used by the daemons (a, b), percent of one core.
@@ -443,6 +446,12 @@ fn counter(v: &Value, k: &str) -> u64 {
 }
 
 /// Datagrams the path sockets did not send, over every path of a status answer.
+/// Each side's namespace's UDP receive-buffer drops so far (0 where unreadable).
+fn rcvbuf_errors(daemons: &Daemons) -> (u64, u64) {
+    let of = |pid| netns::udp_rcvbuf_errors(pid).unwrap_or(0);
+    (of(daemons.a.pid()), of(daemons.b.pid()))
+}
+
 fn io_dropped(v: &Value) -> u64 {
     v["io"].as_array().map_or(0, |io| {
         io.iter()
@@ -667,6 +676,7 @@ fn run_test(
         netns::cpu_time(daemons.a.pid()),
         netns::cpu_time(daemons.b.pid()),
     );
+    let rcvbuf0 = rcvbuf_errors(&daemons);
     let mut client = iperf_client(
         &topo.ns_a,
         "10.200.0.2",
@@ -735,6 +745,7 @@ fn run_test(
         netns::cpu_time(daemons.a.pid()),
         netns::cpu_time(daemons.b.pid()),
     );
+    let rcvbuf1 = rcvbuf_errors(&daemons);
     let ip = iperf_finish(server, client, secs)?;
     drop(daemons);
     if let Some(e) = lines.relay_error() {
@@ -834,6 +845,10 @@ fn run_test(
         bond_drops: drops,
         rescheduled: counter(&a1, "rescheduled").saturating_sub(counter(&a0, "rescheduled")),
         send_dropped: io_dropped(&a1).saturating_sub(io_dropped(&a0)),
+        udp_rcvbuf_errors: (
+            rcvbuf1.0.saturating_sub(rcvbuf0.0),
+            rcvbuf1.1.saturating_sub(rcvbuf0.1),
+        ),
         stall_ms: iperf::longest_stall_ms(&ip.intervals),
         cpu_pct: (cpu_pct(cpu0.0, cpu1.0), cpu_pct(cpu0.1, cpu1.1)),
         cut: cut_result,
@@ -1022,6 +1037,7 @@ mod tests {
             bond_drops: 0,
             rescheduled: 0,
             send_dropped: 0,
+            udp_rcvbuf_errors: (0, 0),
             stall_ms: 0.0,
             cpu_pct: (0.0, 0.0),
             cut: None,
