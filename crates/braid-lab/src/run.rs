@@ -445,13 +445,13 @@ fn counter(v: &Value, k: &str) -> u64 {
     bond_obj(v)["counters"][k].as_u64().unwrap_or(0)
 }
 
-/// Datagrams the path sockets did not send, over every path of a status answer.
 /// Each side's namespace's UDP receive-buffer drops so far (0 where unreadable).
 fn rcvbuf_errors(daemons: &Daemons) -> (u64, u64) {
     let of = |pid| netns::udp_rcvbuf_errors(pid).unwrap_or(0);
     (of(daemons.a.pid()), of(daemons.b.pid()))
 }
 
+/// Datagrams the path sockets did not send, over every path of a status answer.
 fn io_dropped(v: &Value) -> u64 {
     v["io"].as_array().map_or(0, |io| {
         io.iter()

@@ -965,15 +965,10 @@ impl Bond {
         for i in 0..self.links.len() {
             let t = self.links[i].health.handle_timeout(now);
             self.apply(now, i, t);
-            let elsewhere = self
-                .links
-                .iter()
-                .enumerate()
-                .any(|(j, l)| j != i && l.usable(now));
             if self.links[i].is_up()
                 && self.links[i].stalled(now)
                 && !self.links[i].queue.is_empty()
-                && elsewhere
+                && (self.links.iter().enumerate()).any(|(j, l)| j != i && l.usable(now))
             {
                 // Acks stopped: hand the queue over now rather than after `down_after`.
                 // Only to a path that can take it: with nowhere to go it stays, as the

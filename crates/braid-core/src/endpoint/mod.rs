@@ -133,6 +133,13 @@ struct Side {
     emu_dropped: u64,
 }
 
+impl Side {
+    /// A serial line in `raw-ip` mode (plain SLIP/CSLIP, no bond).
+    fn is_raw_ip(&self) -> bool {
+        matches!(&self.kind, SideKind::Line(l) if l.config().raw_ip)
+    }
+}
+
 #[derive(Debug)]
 enum SideKind {
     Udp {
@@ -298,10 +305,11 @@ impl Endpoint {
 
     /// The `raw-ip` line, if this endpoint's path is one.
     fn raw_ip_line(&mut self) -> Option<&mut Line> {
-        self.paths.iter_mut().find_map(|s| match &mut s.kind {
-            SideKind::Line(l) if l.config().raw_ip => Some(&mut **l),
-            _ => None,
-        })
+        let side = self.paths.iter_mut().find(|s| s.is_raw_ip())?;
+        match &mut side.kind {
+            SideKind::Line(l) => Some(&mut **l),
+            SideKind::Udp { .. } => None,
+        }
     }
 
     /// A `raw-ip` line's drops.
@@ -388,11 +396,7 @@ impl Endpoint {
     /// Whether the bond takes packets from the TUN now ([`Bond::wants_packets`]): when it
     /// says no, leave them in the device until a later turn.
     pub fn wants_tun_packets(&self) -> bool {
-        let raw_ip = self
-            .paths
-            .iter()
-            .any(|s| matches!(&s.kind, SideKind::Line(l) if l.config().raw_ip));
-        raw_ip || self.bond.wants_packets()
+        self.paths.iter().any(Side::is_raw_ip) || self.bond.wants_packets()
     }
 
     /// A datagram read from UDP path `path`'s socket, from `src` (opened in place).
