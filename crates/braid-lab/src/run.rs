@@ -561,13 +561,18 @@ pub fn run_scenario(
             topo.set_rate(i, (m * 1e6) as u64)?;
         }
     }
+    // A baseline as long as a test follows `--duration` too.
+    let baseline_s = match (sc.baseline_s, opts.duration) {
+        (None, Some(d)) => d,
+        _ => sc.baseline_seconds(),
+    };
     let mut single = Vec::new();
     for (i, p) in sc.paths.iter().enumerate() {
         let bps = if p.is_serial() {
             // A serial line is not on the veth: its capacity is its byte rate.
             p.nominal_bps().map_or(0.0, |n| n as f64)
-        } else if sc.baseline_s > 0 {
-            let measured = measure_single_path(&topo, i, sc.baseline_s, sc, progress)?;
+        } else if baseline_s > 0 {
+            let measured = measure_single_path(&topo, i, baseline_s, sc, progress)?;
             // The emulator's rate limit is not on the bare veth: cap by it.
             match (p.rate_mbit, p.nominal_bps()) {
                 (None, Some(n)) => measured.min(n as f64),

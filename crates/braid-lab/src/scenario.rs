@@ -59,9 +59,10 @@ pub struct Scenario {
     #[serde(default = "default_duration")]
     pub duration_s: u64,
     /// Seconds each path is measured alone with plain TCP over its veth, to get S
-    /// (0 = do not measure; S is then the sum of the configured rates).
-    #[serde(default = "default_baseline")]
-    pub baseline_s: u64,
+    /// (0 = do not measure; S is then the sum of the configured rates). Absent: as long
+    /// as a test ([`Scenario::baseline_seconds`]).
+    #[serde(default)]
+    pub baseline_s: Option<u64>,
     /// The inner TCP's congestion control (iperf3 `-C`), for the bond and the baselines
     /// alike (default `cubic`, Linux's usual default).
     #[serde(default = "default_tcp_cc")]
@@ -91,10 +92,6 @@ fn default_tcp_cc() -> String {
 
 fn default_warmup() -> f64 {
     2.0
-}
-
-fn default_baseline() -> u64 {
-    5
 }
 
 /// The bond settings: `scheduler`, and any other `[bond]` key of the daemon's config
@@ -392,6 +389,14 @@ impl Scenario {
         )
     }
 
+    /// Seconds each path is measured alone: `baseline_s`, or as long as a test, so that
+    /// S and the bond's goodput are averaged over windows of the same length (a 3-second
+    /// window of a 10 Mbit/s path swung from 9.4 to 10.1 Mbit/s, above what the link can
+    /// carry, by where TCP's loss-recovery bursts fell).
+    pub fn baseline_seconds(&self) -> u64 {
+        self.baseline_s.unwrap_or(self.duration_s)
+    }
+
     /// Total seconds the tests take (not counting setup and baselines).
     pub fn test_seconds(&self) -> u64 {
         self.tests
@@ -552,6 +557,24 @@ mod tests {
             assert_eq!(&s.name, name, "file name and scenario name agree");
             assert!(!s.description.is_empty(), "{name} has a description");
         }
+    }
+
+    /// S is measured over windows as long as the bond's unless a scenario says otherwise.
+    #[test]
+    fn a_baseline_lasts_as_long_as_a_test() {
+        let base = "name = 'x'\nduration_s = 20\n[bond]\n[[path]]\nname = 'p0'\n[[test]]\n";
+        assert_eq!(Scenario::parse(base).unwrap().baseline_seconds(), 20);
+        for (set, want) in [(3, 3), (0, 0)] {
+            let text = base.replace(
+                "duration_s = 20",
+                &format!("duration_s = 20\nbaseline_s = {set}"),
+            );
+            assert_eq!(Scenario::parse(&text).unwrap().baseline_seconds(), want);
+        }
+        assert_eq!(
+            Scenario::load("rates-10-20-40").unwrap().baseline_seconds(),
+            20
+        );
     }
 
     #[test]
