@@ -31,7 +31,7 @@ use std::sync::OnceLock;
 use arbitrary::Arbitrary;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, INITIATION_LEN, OVERHEAD, RESPONSE_LEN};
 use braid_core::crypto::{
-    OpenKeys, Opened, Preopen, PresharedKey, PrivateKey, PublicKey, Tunnel, TunnelConfig,
+    Cipher, OpenKeys, Opened, Preopen, PresharedKey, PrivateKey, PublicKey, Tunnel, TunnelConfig,
 };
 use braid_core::fuzzing::MacKeys;
 use braid_core::Instant;
@@ -77,7 +77,17 @@ struct Input {
     /// values exercise the cookie path).
     under_load: u8,
     psk: bool,
+    /// Each end's cipher: AES-256-GCM when set, else ChaCha20-Poly1305 (they may differ).
+    aes: (bool, bool),
     ops: Vec<Op>,
+}
+
+fn cipher(aes: bool) -> Cipher {
+    if aes {
+        Cipher::Aes256Gcm
+    } else {
+        Cipher::ChaCha20Poly1305
+    }
 }
 
 fn addr(src: u8) -> SocketAddr {
@@ -191,6 +201,7 @@ fuzz_target!(|input: Input| {
         [1; 32],
     );
     rc.preshared_key = psk.clone();
+    rc.cipher = cipher(input.aes.0);
     rc.under_load_threshold = u32::from(input.under_load);
     rc.replay_window_bits = 128;
     rc.rate_limit_table_size = 8;
@@ -200,6 +211,7 @@ fuzz_target!(|input: Input| {
         [2; 32],
     );
     ic.preshared_key = psk;
+    ic.cipher = cipher(input.aes.1);
     ic.unix_micros_at_zero = 1_700_000_000_000_000;
     ic.replay_window_bits = 128;
     ic.rate_limit_table_size = 8;

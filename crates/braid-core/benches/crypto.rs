@@ -1,10 +1,10 @@
-//! CPU cost of the sealed envelope: seal and open one 1400-byte version-1 datagram
-//! (ChaCha20-Poly1305 plus header, replay window and session lookup), and one full
-//! handshake (two X25519 key pairs' worth of DH on each side).
+//! CPU cost of the sealed envelope: seal and open one 1400-byte version-1 datagram (the
+//! AEAD, ChaCha20-Poly1305 or AES-256-GCM, plus header, replay window and session
+//! lookup), and one full handshake (two X25519 key pairs' worth of DH on each side).
 //!
 //! Run: `cargo bench -p braid-core --bench crypto`
 
-use braid_core::crypto::{Opened, PrivateKey, Tunnel, TunnelConfig};
+use braid_core::crypto::{Cipher, Opened, PrivateKey, Tunnel, TunnelConfig};
 use braid_core::Instant;
 use std::net::SocketAddr;
 
@@ -14,13 +14,18 @@ fn main() {
 
 const PLAIN: usize = 1400;
 
-fn established() -> (Tunnel, Tunnel) {
+const CIPHERS: [Cipher; 2] = Cipher::ALL;
+
+fn established(cipher: Cipher) -> (Tunnel, Tunnel) {
     let (ka, kb) = (
         PrivateKey::from_bytes([1; 32]),
         PrivateKey::from_bytes([2; 32]),
     );
-    let mut a = Tunnel::new(TunnelConfig::new(ka.clone(), kb.public_key(), [1; 32]));
-    let mut b = Tunnel::new(TunnelConfig::new(kb, ka.public_key(), [2; 32]));
+    let mut ca = TunnelConfig::new(ka.clone(), kb.public_key(), [1; 32]);
+    let mut cb = TunnelConfig::new(kb, ka.public_key(), [2; 32]);
+    (ca.cipher, cb.cipher) = (cipher, cipher);
+    let mut a = Tunnel::new(ca);
+    let mut b = Tunnel::new(cb);
     handshake(&mut a, &mut b);
     (a, b)
 }
@@ -50,9 +55,9 @@ fn handshake(a: &mut Tunnel, b: &mut Tunnel) {
 }
 
 /// Seal at A and open at B, in place, one 1400-byte datagram per iteration.
-#[divan::bench]
-fn seal_open_1400(bencher: divan::Bencher) {
-    let (mut a, mut b) = established();
+#[divan::bench(args = CIPHERS)]
+fn seal_open_1400(bencher: divan::Bencher, cipher: Cipher) {
+    let (mut a, mut b) = established(cipher);
     let now = Instant::from_millis(2);
     let mut buf = vec![0x45u8; PLAIN + 32];
     bencher
@@ -67,9 +72,9 @@ fn seal_open_1400(bencher: divan::Bencher) {
 }
 
 /// Seal only.
-#[divan::bench]
-fn seal_1400(bencher: divan::Bencher) {
-    let (mut a, _b) = established();
+#[divan::bench(args = CIPHERS)]
+fn seal_1400(bencher: divan::Bencher, cipher: Cipher) {
+    let (mut a, _b) = established(cipher);
     let now = Instant::from_millis(2);
     let mut buf = vec![0x45u8; PLAIN + 32];
     bencher

@@ -437,8 +437,10 @@ impl Scenario {
             bond.insert(k.clone(), v.clone());
         }
         // Encrypted by default, as braid is: one key pair per lab run (this process),
-        // unless the scenario sets `encryption` or its own keys.
-        if !bond.contains_key("encryption") && !bond.contains_key("private_key") {
+        // unless the scenario sets `encryption = "none"` or its own keys (`encryption`
+        // may also name the cipher: keys then too).
+        let plain = bond.get("encryption").and_then(toml::Value::as_str) == Some("none");
+        if !plain && !bond.contains_key("private_key") {
             let (ka, kb) = lab_keys();
             let (mine, peer) = if a { (ka, kb) } else { (kb, ka) };
             bond.insert("private_key".into(), mine.to_base64().into());
@@ -711,8 +713,21 @@ name = "p1"
         assert_eq!(key(&b, "peer_public_key"), pub_of(&a));
         for t in [&a, &b] {
             let c = braid::config::Config::parse(&toml::to_string(t).unwrap(), "lab").unwrap();
-            assert_eq!(c.bond.encryption.name(), "chacha20-poly1305");
+            assert_eq!(
+                c.bond.encryption.name(),
+                braid_core::crypto::Cipher::preferred().name()
+            );
         }
+        // A scenario may name the cipher, and still gets keys.
+        let chacha = Scenario::parse(&text.replace(
+            "hash = \"layer2\"",
+            "hash = \"layer2\"\nencryption = \"chacha20-poly1305\"",
+        ))
+        .unwrap();
+        let c =
+            braid::config::Config::parse(&chacha.daemon_config(true, &links, None).unwrap(), "lab")
+                .unwrap();
+        assert_eq!(c.bond.encryption.name(), "chacha20-poly1305");
         // A scenario may opt out.
         let plain = Scenario::parse(&text.replace(
             "hash = \"layer2\"",

@@ -92,7 +92,10 @@ impl Forwarder {
                     };
                     idle = false;
                     let d = &buf[..n];
-                    if n > 64 && d[0] == braid_core::wire::SEALED_VERSION && d[1] == 0x10 {
+                    if n > 64
+                        && d[0] == braid_core::wire::SEALED_VERSION
+                        && matches!(d[1], 0x10 | 0x20)
+                    {
                         let mut s = lock(&st);
                         if s.captured.len() >= 16 {
                             s.captured.remove(0);
@@ -290,6 +293,11 @@ fn unauthenticated_datagrams_never_reach_the_tun() {
     forged[4..8].copy_from_slice(&counter.wrapping_add(1000).to_be_bytes());
     forged[40] ^= 0x01;
     refused(&topo, &f, &d, forged, false, "bad_tag").expect("forged");
+    // Relabelled: the kind byte names the other cipher (it is associated data).
+    let mut relabelled = real.clone();
+    relabelled[4..8].copy_from_slice(&counter.wrapping_add(1001).to_be_bytes());
+    relabelled[1] ^= 0x30;
+    refused(&topo, &f, &d, relabelled, false, "bad_tag").expect("relabelled");
     refused(&topo, &f, &d, real.clone(), false, "replayed").expect("replayed");
     refused(&topo, &f, &d, real[..20].to_vec(), false, "truncated").expect("truncated");
     refused(
@@ -319,7 +327,7 @@ fn unauthenticated_datagrams_never_reach_the_tun() {
     let text = d.control(false, &["status"]).expect("status text");
     assert!(text.contains("encryption: session up"), "{text}");
     assert!(
-        text.contains("bad_tag 1") && text.contains("replayed 2"),
+        text.contains("bad_tag 2") && text.contains("replayed 2"),
         "{text}"
     );
 }

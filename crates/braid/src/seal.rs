@@ -48,6 +48,7 @@ pub fn seal_config(cfg: &Config, now: Instant) -> SealConfig {
             let seed = *PrivateKey::generate(&mut OsRng).as_bytes();
             let mut tc = TunnelConfig::new(k.private_key.clone(), k.peer_public_key, seed);
             tc.preshared_key = k.preshared_key.clone();
+            tc.cipher = k.cipher;
             tc.replay_window_bits = replay_window_bits(cfg);
             tc.unix_micros_at_zero = unix_micros().saturating_sub(now.as_micros());
             Sealing::Keys {

@@ -195,8 +195,11 @@ fn check_accepts_examples() {
     let (out, err) = text(&o);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(o.status.success(), "{err}");
+    let cipher = braid_core::crypto::Cipher::preferred().name();
     assert!(
-        out.contains(": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s), encryption chacha20-poly1305)"),
+        out.contains(&format!(
+            ": ok (braid0 10.200.0.1/30, scheduler adaptive, 3 path(s), encryption {cipher})"
+        )),
         "{out}"
     );
 }

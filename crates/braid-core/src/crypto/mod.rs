@@ -42,6 +42,7 @@
 //! | [`REKEY_ATTEMPT_TIME`] | 90 s | retries stop (until the next send asks again) |
 //! | [`ERASE_KEYS_AFTER`] | 540 s | session keys are erased |
 
+mod cipher;
 pub(crate) mod cookie;
 pub mod envelope;
 mod handshake;
@@ -53,6 +54,7 @@ mod rng;
 mod session;
 mod tunnel;
 
+pub use cipher::Cipher;
 pub use envelope::PendingSeal;
 pub use keys::{KeyError, PresharedKey, PrivateKey, PublicKey};
 pub use opener::{OpenKeys, Preopen, Preopened};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::envelope::{AeadError, PendingSeal, TransportKey};
 use super::replay::ReplayWindow;
+use super::Cipher;
 use crate::Instant;
 
 /// Names a session: the index *we* chose, which the peer puts in the receiver-index
@@ -36,6 +37,7 @@ impl Session {
         local_index: u32,
         remote_index: u32,
         keys: ([u8; 32], [u8; 32]),
+        cipher: Cipher,
         window_bits: usize,
         created: Instant,
         initiator: bool,
@@ -44,8 +46,8 @@ impl Session {
         let session = Self {
             local_index,
             remote_index,
-            send: Arc::new(TransportKey::new(&s)),
-            recv: Arc::new(TransportKey::new(&r)),
+            send: Arc::new(TransportKey::new(&s, cipher)),
+            recv: Arc::new(TransportKey::new(&r, cipher)),
             send_counter: 0,
             replay: ReplayWindow::new(window_bits),
             created,

@@ -166,6 +166,34 @@ fn handshake_either_side_initiates_and_data_flows_both_ways() {
     }
 }
 
+/// Each end seals with its own cipher and opens the other's, through a rekey too; the
+/// kind byte says which (0x1t ChaCha20-Poly1305, 0x2t AES-256-GCM).
+#[test]
+fn ends_with_different_ciphers_understand_each_other() {
+    for (ca, cb) in [
+        (Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305),
+        (Cipher::ChaCha20Poly1305, Cipher::Aes256Gcm),
+        (Cipher::Aes256Gcm, Cipher::Aes256Gcm),
+    ] {
+        let (mut ka, mut kb) = (config(1, 2), config(2, 1));
+        (ka.cipher, kb.cipher) = (ca, cb);
+        let (mut a, mut b) = (Tunnel::new(ka), Tunnel::new(kb));
+        for (round, t) in [at(1000), at(200_000)].into_iter().enumerate() {
+            handshake(&mut a, &mut b, t, A_ADDR);
+            for seq in 0..5 {
+                let d = data(&mut a, t, seq);
+                assert_eq!(d[1], ca.kind_base(), "{ca} at a");
+                assert_eq!(opened_seq(deliver(&mut b, t, A_ADDR, &d)), Some(seq));
+                let d = data(&mut b, t, 100 + seq);
+                assert_eq!(d[1], cb.kind_base(), "{cb} at b");
+                assert_eq!(opened_seq(deliver(&mut a, t, B_ADDR, &d)), Some(100 + seq));
+            }
+            assert_eq!(a.counters().rejected_total(), 0, "round {round}");
+            assert_eq!(b.counters().rejected_total(), 0, "round {round}");
+        }
+    }
+}
+
 #[test]
 fn seal_in_place_without_copy() {
     let (mut a, mut b) = pair();

@@ -29,6 +29,10 @@ pub struct TunnelConfig {
     pub peer_public_key: PublicKey,
     /// Optional symmetric key mixed into the handshake.
     pub preshared_key: Option<PresharedKey>,
+    /// The AEAD this end seals transport datagrams with (it opens both). Default
+    /// ChaCha20-Poly1305, which every version of braid's sealed format opens; the daemon
+    /// sets it from `[bond] encryption` (`auto`: [`Cipher::preferred`]).
+    pub cipher: Cipher,
     /// Size of each session's replay window; see [`ReplayWindow::bits_for`]. Default
     /// 65 536 (0.7 s at 1 Gbit/s of 1400-byte datagrams).
     pub replay_window_bits: usize,
@@ -58,6 +62,7 @@ impl TunnelConfig {
             private_key,
             peer_public_key,
             preshared_key: None,
+            cipher: Cipher::ChaCha20Poly1305,
             replay_window_bits: 65536,
             unix_micros_at_zero: 0,
             seed,
@@ -74,6 +79,7 @@ impl core::fmt::Debug for TunnelConfig {
             .field("public_key", &self.private_key.public_key())
             .field("peer_public_key", &self.peer_public_key)
             .field("preshared_key", &self.preshared_key.as_ref().map(|_| ".."))
+            .field("cipher", &self.cipher)
             .field("replay_window_bits", &self.replay_window_bits)
             .field("unix_micros_at_zero", &self.unix_micros_at_zero)
             .field("under_load_threshold", &self.under_load_threshold)
@@ -848,6 +854,7 @@ impl Tunnel {
             local_index,
             read.sender_index,
             keys,
+            self.config.cipher,
             self.config.replay_window_bits,
             now,
             false,
@@ -943,6 +950,7 @@ impl Tunnel {
             sender_index,
             remote_index,
             keys,
+            self.config.cipher,
             self.config.replay_window_bits,
             now,
             true,

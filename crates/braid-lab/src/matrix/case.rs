@@ -519,7 +519,7 @@ mod tests {
                 assert_eq!(cfg.paths.len(), c.paths.len());
                 assert_eq!(cfg.bond.core.scheduler.name(), c.scheduler);
                 let enc = if c.sealed {
-                    "chacha20-poly1305"
+                    braid_core::crypto::Cipher::preferred().name()
                 } else {
                     "none"
                 };

@@ -1,11 +1,12 @@
 //! `[bond]` keys: `private_key` / `private_key_file`, `peer_public_key`, `preshared_key` /
-//! `preshared_key_file`, `encryption = "none"`, and the testing key `rekey_after_s`.
+//! `preshared_key_file`, `encryption` (`"none"`, or the cipher a sealed bond seals with:
+//! `"auto"`, `"chacha20-poly1305"`, `"aes-256-gcm"`), and the testing key `rekey_after_s`.
 
 use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
-use braid_core::crypto::{PresharedKey, PrivateKey, PublicKey};
+use braid_core::crypto::{Cipher, PresharedKey, PrivateKey, PublicKey};
 
 use super::{at, VResult, S};
 
@@ -24,11 +25,12 @@ impl Encryption {
         !matches!(self, Encryption::None)
     }
 
-    /// The name shown by `braid check` and in the status.
+    /// The name shown by `braid check` and in the status: `none` or the cipher this end
+    /// seals with.
     pub fn name(&self) -> &'static str {
         match self {
             Encryption::None => "none",
-            Encryption::Keys(_) => "chacha20-poly1305",
+            Encryption::Keys(k) => k.cipher.name(),
         }
     }
 }
@@ -42,6 +44,9 @@ pub struct KeySettings {
     pub peer_public_key: PublicKey,
     /// Optional symmetric key mixed into the handshake.
     pub preshared_key: Option<PresharedKey>,
+    /// The AEAD this end seals with (`encryption`, `auto` resolved on this CPU); it opens
+    /// either.
+    pub cipher: Cipher,
     /// Testing only: start a new handshake this often (the protocol rekeys every 120 s).
     pub rekey_after: Option<Duration>,
 }
@@ -123,33 +128,22 @@ pub(super) fn validate(r: RawSecurity<'_>, bond: Range<usize>, base: &Path) -> V
         base,
         r.source,
     )?;
+    let mut cipher = Cipher::preferred();
     if let Some(e) = r.encryption {
-        if e.get_ref() != "none" {
-            return Err(at(
-                e,
-                format!(
-                    "bond.encryption: {:?} is not known: the only value is \"none\" (leave it out and set keys to encrypt)",
-                    e.get_ref()
-                ),
-            ));
+        match e.get_ref().as_str() {
+            "none" => return plain(&r),
+            "auto" => {}
+            name => {
+                cipher = Cipher::from_name(name).ok_or_else(|| {
+                    at(
+                        e,
+                        format!(
+                            "bond.encryption: {name:?} is not known: \"auto\" (the default with keys: the faster cipher on this CPU), \"chacha20-poly1305\", \"aes-256-gcm\", or \"none\" for plaintext"
+                        ),
+                    )
+                })?;
+            }
         }
-        let keyed = [
-            r.private_key.as_ref().map(S::span),
-            r.private_key_file.as_ref().map(S::span),
-            r.peer_public_key.as_ref().map(S::span),
-            r.preshared_key.as_ref().map(S::span),
-            r.preshared_key_file.as_ref().map(S::span),
-        ]
-        .into_iter()
-        .flatten()
-        .next();
-        if let Some(span) = keyed {
-            return Err((
-                Some(span),
-                "bond.encryption = \"none\" and keys are both set: remove one".into(),
-            ));
-        }
-        return Ok(Encryption::None);
     }
     let Some((private, pspan)) = private else {
         return Err((
@@ -203,6 +197,28 @@ pub(super) fn validate(r: RawSecurity<'_>, bond: Range<usize>, base: &Path) -> V
         private_key,
         peer_public_key,
         preshared_key,
+        cipher,
         rekey_after,
     })))
+}
+
+/// `encryption = "none"`: refused together with any key.
+fn plain(r: &RawSecurity<'_>) -> VResult<Encryption> {
+    let keyed = [
+        r.private_key.as_ref().map(S::span),
+        r.private_key_file.as_ref().map(S::span),
+        r.peer_public_key.as_ref().map(S::span),
+        r.preshared_key.as_ref().map(S::span),
+        r.preshared_key_file.as_ref().map(S::span),
+    ]
+    .into_iter()
+    .flatten()
+    .next();
+    if let Some(span) = keyed {
+        return Err((
+            Some(span),
+            "bond.encryption = \"none\" and keys are both set: remove one".into(),
+        ));
+    }
+    Ok(Encryption::None)
 }

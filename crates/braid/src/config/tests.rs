@@ -1,4 +1,5 @@
 use super::*;
+use braid_core::crypto::Cipher;
 
 const FULL: &str = r#"
 [bond]
@@ -1069,6 +1070,35 @@ fn no_keys_is_refused_with_the_fix() {
     );
 }
 
+/// `encryption` names the cipher a sealed bond seals with; `auto`, the default, the
+/// faster one on this CPU.
+#[test]
+fn encryption_names_the_cipher() {
+    let keys = format!("private_key = \"{KEY_A}\"\npeer_public_key = \"{PUB_B}\"");
+    let cipher = |line: &str| match parse(&bond_with(&format!("{keys}\n{line}")))
+        .unwrap()
+        .bond
+        .encryption
+    {
+        Encryption::Keys(k) => k.cipher,
+        Encryption::None => panic!("keys expected"),
+    };
+    assert_eq!(cipher(""), Cipher::preferred());
+    assert_eq!(cipher("encryption = \"auto\""), Cipher::preferred());
+    assert_eq!(cipher("encryption = \"aes-256-gcm\""), Cipher::Aes256Gcm);
+    assert_eq!(
+        cipher("encryption = \"chacha20-poly1305\""),
+        Cipher::ChaCha20Poly1305
+    );
+    let e = err(&bond_with("encryption = \"aes-256-gcm\""));
+    assert!(e.contains("bond.private_key: missing"), "{e}");
+    let e = err(&bond_with(&format!("{keys}\nencryption = \"aes-128\"")));
+    assert!(
+        e.contains("bond.encryption: \"aes-128\" is not known: \"auto\""),
+        "{e}"
+    );
+}
+
 #[test]
 fn termios_baud_rounds_up_to_a_standard_rate() {
     assert_eq!(termios_baud(57600), 57600);
@@ -1140,7 +1170,7 @@ fn key_files_relative_and_mode_checked() {
     );
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let c = Config::parse(&text, cfg.to_str().unwrap()).unwrap();
-    assert_eq!(c.bond.encryption.name(), "chacha20-poly1305");
+    assert_eq!(c.bond.encryption.name(), Cipher::preferred().name());
     let both = bond_with(&format!(
         "private_key = \"{KEY_A}\"\nprivate_key_file = \"a.key\"\npeer_public_key = \"{PUB_B}\""
     ));

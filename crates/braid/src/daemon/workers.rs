@@ -11,8 +11,8 @@
 //!   ([`braid_core::Endpoint::handle_udp_preopened`]), where every check that keeps state
 //!   (replay window, roaming, the bond) runs as for any datagram.
 //!
-//! The sans-IO endpoint keeps its one owner; only the ChaCha20-Poly1305 and the kernel's
-//! send path move. Order: a path's runs and batches always go to the same worker, over a
+//! The sans-IO endpoint keeps its one owner; only the AEAD and the kernel's send path
+//! move. Order: a path's runs and batches always go to the same worker, over a
 //! FIFO channel, and come back in order, so each path's datagrams leave in the order the
 //! endpoint gave them and reach it in the order they came (the receiver takes a gap that
 //! a path has passed for a loss). Different paths may pass each other, as they may in the
