@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use braid_core::crypto::{OsRng, PrivateKey, Rejected, ReplayWindow, TunnelConfig};
+use braid_core::crypto::{Cipher, OsRng, PrivateKey, Rejected, ReplayWindow, TunnelConfig};
 pub use braid_core::udp_overhead;
 use braid_core::Instant;
 use braid_core::{SealConfig, Sealer, Sealing};
@@ -91,6 +91,8 @@ pub fn status_json(sealer: &Sealer, now: Instant) -> Value {
         "peer_public_key": t.peer_public_key().to_base64(),
         "established": t.is_established(now),
         "session": t.current_session(now).map(|s| s.0),
+        "cipher": t.cipher().name(),
+        "peer_cipher": t.peer_cipher().map(Cipher::name),
         "replay_window": t.replay_window_bits(),
         "rejected": rejected,
         "rejected_total": c.rejected_total(),
@@ -132,8 +134,16 @@ pub fn render_status(e: &Value) -> String {
         None if e.get("latest_handshake_age_us").is_some() => ", no handshake yet".to_owned(),
         None => String::new(),
     };
+    let cipher = match (
+        e.get("cipher").and_then(Value::as_str),
+        e.get("peer_cipher").and_then(Value::as_str),
+    ) {
+        (Some(ours), Some(theirs)) => format!(" ({ours}, peer {theirs})"),
+        (Some(ours), None) => format!(" ({ours})"),
+        _ => String::new(),
+    };
     format!(
-        "encryption: {}{handshake}, window {}; sealed {}, opened {}, sessions {}, roamed {}, no session {}, unknown source {}, handshake flood {}; rejected: {}\n",
+        "encryption: {}{cipher}{handshake}, window {}; sealed {}, opened {}, sessions {}, roamed {}, no session {}, unknown source {}, handshake flood {}; rejected: {}\n",
         if e.get("established") == Some(&Value::Bool(true)) {
             "session up"
         } else {
@@ -223,15 +233,23 @@ mod tests {
         assert!(st["session"].is_u64(), "a number, not Rust text: {st}");
         assert_eq!(st["established"], true);
         assert_eq!(st["replay_window"], 131_072);
+        // Both ends seal with this CPU's choice; b has opened a's keepalive.
+        let c = Cipher::preferred().name();
+        assert_eq!((&st["cipher"], &st["peer_cipher"]), (&c.into(), &c.into()));
         let line = render_status(&st);
         assert!(
-            line.starts_with("encryption: session up, window 131072"),
+            line.starts_with(&format!(
+                "encryption: session up ({c}, peer {c}), window 131072"
+            )),
             "{line}"
         );
         st["latest_handshake_age_us"] = 12_300_000.into();
+        st["peer_cipher"] = Value::Null;
         let line = render_status(&st);
         assert!(
-            line.starts_with("encryption: session up, latest handshake 12 s ago, window"),
+            line.starts_with(&format!(
+                "encryption: session up ({c}), latest handshake 12 s ago, window"
+            )),
             "{line}"
         );
         let plain = Sealer::new(seal_config(&config("encryption = \"none\""), now), now);

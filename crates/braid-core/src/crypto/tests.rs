@@ -178,6 +178,7 @@ fn ends_with_different_ciphers_understand_each_other() {
         let (mut ka, mut kb) = (config(1, 2), config(2, 1));
         (ka.cipher, kb.cipher) = (ca, cb);
         let (mut a, mut b) = (Tunnel::new(ka), Tunnel::new(kb));
+        assert_eq!(a.peer_cipher(), None);
         for (round, t) in [at(1000), at(200_000)].into_iter().enumerate() {
             handshake(&mut a, &mut b, t, A_ADDR);
             for seq in 0..5 {
@@ -188,6 +189,8 @@ fn ends_with_different_ciphers_understand_each_other() {
                 assert_eq!(d[1], cb.kind_base(), "{cb} at b");
                 assert_eq!(opened_seq(deliver(&mut a, t, B_ADDR, &d)), Some(100 + seq));
             }
+            assert_eq!((a.cipher(), a.peer_cipher()), (ca, Some(cb)));
+            assert_eq!((b.cipher(), b.peer_cipher()), (cb, Some(ca)));
             assert_eq!(a.counters().rejected_total(), 0, "round {round}");
             assert_eq!(b.counters().rejected_total(), 0, "round {round}");
         }

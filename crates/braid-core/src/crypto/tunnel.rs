@@ -366,6 +366,8 @@ pub struct Tunnel {
     answered: Option<Answered>,
     /// The response that completed our last handshake as initiator.
     completed: Option<[u8; RESPONSE_LEN]>,
+    /// The cipher of the peer's latest authenticated transport datagram.
+    peer_cipher: Option<Cipher>,
 
     counters: Counters,
 }
@@ -414,6 +416,7 @@ impl Tunnel {
             hold_until: None,
             answered: None,
             completed: None,
+            peer_cipher: None,
             counters: Counters::default(),
             config,
         }
@@ -427,6 +430,17 @@ impl Tunnel {
     /// The peer's public key.
     pub fn peer_public_key(&self) -> PublicKey {
         self.config.peer_public_key
+    }
+
+    /// The cipher we seal with.
+    pub fn cipher(&self) -> Cipher {
+        self.config.cipher
+    }
+
+    /// The cipher the peer sealed its latest authenticated transport datagram with (None
+    /// before the first).
+    pub fn peer_cipher(&self) -> Option<Cipher> {
+        self.peer_cipher
     }
 
     /// The replay window's size, in packets.
@@ -696,6 +710,7 @@ impl Tunnel {
         s.replay.mark(counter);
         let id = s.id();
         self.counters.opened += 1;
+        self.peer_cipher = datagram.get(1).copied().and_then(Cipher::from_kind);
         if slot == 2 {
             self.confirm_next();
         }
