@@ -409,42 +409,61 @@ mod tests {
         }
     }
 
+    const PLAIN_LEN: usize = 100;
+
+    /// Seal 100 bytes with `key` as user type 3 to receiver 42 with counter 9; check the
+    /// header (kind `kind`), that the ciphertext and tag are what `reference` (an
+    /// independent implementation's `encrypt(plaintext, associated data)`) makes, that
+    /// `openers` all open it, and that every byte is authenticated. The sealed datagram.
+    fn sealed_as_reference(
+        key: &TransportKey,
+        kind: u8,
+        reference: impl Fn(&[u8], &[u8]) -> Vec<u8>,
+        openers: &[&TransportKey],
+    ) -> Vec<u8> {
+        let plain: Vec<u8> = (0..PLAIN_LEN as u8).collect();
+        let mut buf = vec![0u8; 200];
+        buf[HEADER_LEN..HEADER_LEN + PLAIN_LEN].copy_from_slice(&plain);
+        let n = key.seal((3, 42, 9), &mut buf, PLAIN_LEN).unwrap_or(0);
+        assert_eq!(n, PLAIN_LEN + OVERHEAD);
+        assert_eq!(&buf[..HEADER_LEN], &[4, kind, 0, 42, 0, 0, 0, 9]);
+        assert_eq!(
+            &buf[HEADER_LEN..n],
+            &reference(&plain, &buf[..HEADER_LEN])[..]
+        );
+        let sealed = buf[..n].to_vec();
+        for opener in openers {
+            let mut ok = sealed.clone();
+            assert_eq!(opener.open(9, &mut ok), Ok(()));
+            assert_eq!(&ok[HEADER_LEN..n - TAG_LEN], &plain[..]);
+        }
+        for i in 0..n {
+            let mut bad = sealed.clone();
+            bad[i] ^= 0x01;
+            assert_eq!(key.open(9, &mut bad), Err(AeadError), "byte {i}");
+        }
+        sealed
+    }
+
     /// RFC 8439 section 2.8.2's AEAD vector run through `seal` would need its own nonce
     /// layout; instead pin that our seal (ring) equals an independent implementation's
     /// (the RustCrypto crate's) plain `encrypt` with our nonce and header as associated
     /// data, and that every byte is authenticated.
     #[test]
     fn seal_open_and_every_byte_is_authenticated() {
-        use chacha20poly1305::aead::Aead;
-        use chacha20poly1305::aead::Payload;
+        use chacha20poly1305::aead::{Aead, Payload};
         use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Nonce};
         let k = [7u8; 32];
         let key = TransportKey::new(&k, Cipher::ChaCha20Poly1305);
-        let plain: Vec<u8> = (0..100u8).collect();
-        let mut buf = vec![0u8; 200];
-        buf[HEADER_LEN..HEADER_LEN + 100].copy_from_slice(&plain);
-        let n = key.seal((3, 42, 9), &mut buf, 100).unwrap_or(0);
-        assert_eq!(n, 124);
-        assert_eq!(&buf[..HEADER_LEN], &[4, 0x13, 0, 42, 0, 0, 0, 9]);
-        let reference = ChaCha20Poly1305::new((&k).into())
-            .encrypt(
-                Nonce::from_slice(&nonce(9)),
-                Payload {
-                    msg: &plain,
-                    aad: &buf[..HEADER_LEN],
-                },
-            )
-            .unwrap_or_default();
-        assert_eq!(&buf[HEADER_LEN..n], &reference[..]);
-        let sealed = buf[..n].to_vec();
-        let mut ok = sealed.clone();
-        assert_eq!(key.open(9, &mut ok), Ok(()));
-        assert_eq!(&ok[HEADER_LEN..n - TAG_LEN], &plain[..]);
-        for i in 0..n {
-            let mut bad = sealed.clone();
-            bad[i] ^= 0x01;
-            assert_eq!(key.open(9, &mut bad), Err(AeadError), "byte {i}");
-        }
+        let reference = |msg: &[u8], aad: &[u8]| {
+            ChaCha20Poly1305::new((&k).into())
+                .encrypt(Nonce::from_slice(&nonce(9)), Payload { msg, aad })
+                .unwrap_or_default()
+        };
+        // An end that seals with AES-256-GCM opens it too.
+        let aes = TransportKey::new(&k, Cipher::Aes256Gcm);
+        let sealed = sealed_as_reference(&key, 0x13, reference, &[&key, &aes]);
+        let n = sealed.len();
         // The nonce is the full counter: the same bytes under another counter with the
         // same low 32 bits do not open.
         assert_eq!(key.open(9 + (1 << 32), &mut sealed.clone()), Err(AeadError));
@@ -468,41 +487,14 @@ mod tests {
         let aes = TransportKey::new(&k, Cipher::Aes256Gcm);
         let chacha = TransportKey::new(&k, Cipher::ChaCha20Poly1305);
         assert_eq!(aes.cipher(), Cipher::Aes256Gcm);
-        let plain: Vec<u8> = (0..100u8).collect();
-        let mut buf = vec![0u8; 200];
-        buf[HEADER_LEN..HEADER_LEN + 100].copy_from_slice(&plain);
-        let n = aes.seal((3, 42, 9), &mut buf, 100).unwrap_or(0);
-        assert_eq!(n, 124);
-        assert_eq!(&buf[..HEADER_LEN], &[4, 0x23, 0, 42, 0, 0, 0, 9]);
-        let reference = Aes256Gcm::new((&Cipher::aes_key(&k)).into())
-            .encrypt(
-                Nonce::from_slice(&nonce(9)),
-                Payload {
-                    msg: &plain,
-                    aad: &buf[..HEADER_LEN],
-                },
-            )
-            .unwrap_or_default();
-        assert_eq!(&buf[HEADER_LEN..n], &reference[..]);
-        let sealed = buf[..n].to_vec();
-        for key in [&aes, &chacha] {
-            let mut ok = sealed.clone();
-            assert_eq!(key.open(9, &mut ok), Ok(()));
-            assert_eq!(&ok[HEADER_LEN..n - TAG_LEN], &plain[..]);
-        }
-        for i in 0..n {
-            let mut bad = sealed.clone();
-            bad[i] ^= 0x01;
-            assert_eq!(aes.open(9, &mut bad), Err(AeadError), "byte {i}");
-        }
+        let reference = |msg: &[u8], aad: &[u8]| {
+            Aes256Gcm::new((&Cipher::aes_key(&k)).into())
+                .encrypt(Nonce::from_slice(&nonce(9)), Payload { msg, aad })
+                .unwrap_or_default()
+        };
+        let sealed = sealed_as_reference(&aes, 0x23, reference, &[&aes, &chacha]);
         let mut relabelled = sealed.clone();
         relabelled[1] = 0x13;
         assert_eq!(aes.open(9, &mut relabelled), Err(AeadError));
-        // And the other way: a ChaCha20-Poly1305 datagram opens with an AES end's key.
-        let mut buf = vec![0u8; 200];
-        buf[HEADER_LEN..HEADER_LEN + 100].copy_from_slice(&plain);
-        let n = chacha.seal((3, 42, 10), &mut buf, 100).unwrap_or(0);
-        assert_eq!(aes.open(10, &mut buf[..n]), Ok(()));
-        assert_eq!(&buf[HEADER_LEN..n - TAG_LEN], &plain[..]);
     }
 }
