@@ -131,7 +131,7 @@ pub fn main(args: LabArgs) -> Result<()> {
             let s = Scenario::parse(text)?;
             println!(
                 "{name:<18} {:>4} s  {}",
-                s.test_seconds() + s.baseline_seconds() * s.paths.len() as u64,
+                s.test_seconds() + s.baseline_seconds(None) * s.paths.len() as u64,
                 s.description
             );
         }

@@ -561,11 +561,7 @@ pub fn run_scenario(
             topo.set_rate(i, (m * 1e6) as u64)?;
         }
     }
-    // A baseline as long as a test follows `--duration` too.
-    let baseline_s = match (sc.baseline_s, opts.duration) {
-        (None, Some(d)) => d,
-        _ => sc.baseline_seconds(),
-    };
+    let baseline_s = sc.baseline_seconds(opts.duration);
     let mut single = Vec::new();
     for (i, p) in sc.paths.iter().enumerate() {
         let bps = if p.is_serial() {

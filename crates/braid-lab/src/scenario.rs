@@ -389,12 +389,14 @@ impl Scenario {
         )
     }
 
-    /// Seconds each path is measured alone: `baseline_s`, or as long as a test, so that
-    /// S and the bond's goodput are averaged over windows of the same length (a 3-second
-    /// window of a 10 Mbit/s path swung from 9.4 to 10.1 Mbit/s, above what the link can
-    /// carry, by where TCP's loss-recovery bursts fell).
-    pub fn baseline_seconds(&self) -> u64 {
-        self.baseline_s.unwrap_or(self.duration_s)
+    /// Seconds each path is measured alone: `baseline_s`, or as long as a test (`duration`,
+    /// the `--duration` override, else `duration_s`), so that S and the bond's goodput are
+    /// averaged over windows of the same length (a 3-second window of a 10 Mbit/s path
+    /// swung from 9.4 to 10.1 Mbit/s, above what the link can carry, by where TCP's
+    /// loss-recovery bursts fell).
+    pub fn baseline_seconds(&self, duration: Option<u64>) -> u64 {
+        self.baseline_s
+            .unwrap_or_else(|| duration.unwrap_or(self.duration_s))
     }
 
     /// Total seconds the tests take (not counting setup and baselines).
@@ -565,16 +567,21 @@ mod tests {
     #[test]
     fn a_baseline_lasts_as_long_as_a_test() {
         let base = "name = 'x'\nduration_s = 20\n[bond]\n[[path]]\nname = 'p0'\n[[test]]\n";
-        assert_eq!(Scenario::parse(base).unwrap().baseline_seconds(), 20);
+        assert_eq!(Scenario::parse(base).unwrap().baseline_seconds(None), 20);
+        assert_eq!(Scenario::parse(base).unwrap().baseline_seconds(Some(5)), 5);
         for (set, want) in [(3, 3), (0, 0)] {
             let text = base.replace(
                 "duration_s = 20",
                 &format!("duration_s = 20\nbaseline_s = {set}"),
             );
-            assert_eq!(Scenario::parse(&text).unwrap().baseline_seconds(), want);
+            let sc = Scenario::parse(&text).unwrap();
+            assert_eq!(sc.baseline_seconds(None), want);
+            assert_eq!(sc.baseline_seconds(Some(5)), want, "baseline_s wins");
         }
         assert_eq!(
-            Scenario::load("rates-10-20-40").unwrap().baseline_seconds(),
+            Scenario::load("rates-10-20-40")
+                .unwrap()
+                .baseline_seconds(None),
             20
         );
     }

@@ -968,7 +968,11 @@ impl Bond {
             if self.links[i].is_up()
                 && self.links[i].stalled(now)
                 && !self.links[i].queue.is_empty()
-                && (self.links.iter().enumerate()).any(|(j, l)| j != i && l.usable(now))
+                && self
+                    .links
+                    .iter()
+                    .enumerate()
+                    .any(|(j, l)| j != i && l.usable(now))
             {
                 // Acks stopped: hand the queue over now rather than after `down_after`.
                 // Only to a path that can take it: with nowhere to go it stays, as the

@@ -138,6 +138,14 @@ impl Side {
     fn is_raw_ip(&self) -> bool {
         matches!(&self.kind, SideKind::Line(l) if l.config().raw_ip)
     }
+
+    /// Its serial line, if it is one.
+    fn line_mut(&mut self) -> Option<&mut Line> {
+        match &mut self.kind {
+            SideKind::Line(l) => Some(l),
+            SideKind::Udp { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -297,19 +305,12 @@ impl Endpoint {
     }
 
     fn line_mut(&mut self, id: PathId) -> Option<&mut Line> {
-        match &mut self.side_mut(id)?.kind {
-            SideKind::Line(l) => Some(l),
-            SideKind::Udp { .. } => None,
-        }
+        self.side_mut(id)?.line_mut()
     }
 
     /// The `raw-ip` line, if this endpoint's path is one.
     fn raw_ip_line(&mut self) -> Option<&mut Line> {
-        let side = self.paths.iter_mut().find(|s| s.is_raw_ip())?;
-        match &mut side.kind {
-            SideKind::Line(l) => Some(&mut **l),
-            SideKind::Udp { .. } => None,
-        }
+        self.paths.iter_mut().find(|s| s.is_raw_ip())?.line_mut()
     }
 
     /// A `raw-ip` line's drops.

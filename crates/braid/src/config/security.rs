@@ -135,10 +135,13 @@ pub(super) fn validate(r: RawSecurity<'_>, bond: Range<usize>, base: &Path) -> V
             "auto" => {}
             name => {
                 cipher = Cipher::from_name(name).ok_or_else(|| {
+                    let names: Vec<String> =
+                        Cipher::ALL.iter().map(|c| format!("{:?}", c.name())).collect();
                     at(
                         e,
                         format!(
-                            "bond.encryption: {name:?} is not known: \"auto\" (the default with keys: the faster cipher on this CPU), \"chacha20-poly1305\", \"aes-256-gcm\", or \"none\" for plaintext"
+                            "bond.encryption: {name:?} is not known: \"auto\" (the default with keys: the faster cipher on this CPU), {}, or \"none\" for plaintext",
+                            names.join(", ")
                         ),
                     )
                 })?;

@@ -1097,6 +1097,10 @@ fn encryption_names_the_cipher() {
         e.contains("bond.encryption: \"aes-128\" is not known: \"auto\""),
         "{e}"
     );
+    assert!(
+        e.contains("\"chacha20-poly1305\", \"aes-256-gcm\", or \"none\""),
+        "{e}"
+    );
 }
 
 #[test]
