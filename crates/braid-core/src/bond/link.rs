@@ -18,14 +18,8 @@ use crate::{Instant, PathId};
 
 /// Acknowledge after this many data datagrams...
 pub(crate) const ACK_EVERY: u32 = 8;
-/// ...or a quarter of the path's smoothed RTT after the first unacknowledged one, but
-/// at least this long...
+/// ...or this long after the first unacknowledged one.
 pub(crate) const ACK_DELAY: Duration = Duration::from_millis(2);
-/// ...and at most this long (QUIC's default `max_ack_delay`, RFC 9000 sec. 18.2). The
-/// sender gets several acks a round trip either way; a path that carries little (the
-/// other direction of a download: TCP's acks) no longer costs the peer an ack datagram
-/// for nearly every one of its datagrams.
-pub(crate) const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 /// Slack on top of twice the RTT before a path with unacknowledged data counts as stalled.
 const STALL_SLACK: Duration = Duration::from_millis(10);
 
@@ -49,6 +43,8 @@ pub(crate) struct RxState {
     pub(crate) highest_at: Instant,
     pub(crate) unacked: u32,
     pub(crate) first_unacked: Option<Instant>,
+    /// The path's ack delay (`PathConfig::ack_delay`).
+    pub(crate) ack_delay: Duration,
 }
 
 impl RxState {
@@ -67,14 +63,12 @@ impl RxState {
         self.first_unacked.get_or_insert(now);
     }
 
-    /// When the ack is due, if one is owed: at once after [`ACK_EVERY`] datagrams, else
-    /// `delay` after the first unacknowledged one.
-    pub(crate) fn ack_due(&self, delay: Duration) -> Option<Instant> {
+    pub(crate) fn ack_due(&self) -> Option<Instant> {
         let first = self.first_unacked?;
         if self.unacked >= ACK_EVERY {
             Some(first)
         } else {
-            Some(first + delay)
+            Some(first + self.ack_delay)
         }
     }
 
@@ -147,8 +141,9 @@ impl Link {
                 cc_cfg.min_rate_bps = cfg.bps;
             }
         }
-        if let Some(delay) = cfg.ack_delay {
-            cc_cfg.peer_ack_delay = delay;
+        let ack_delay = cfg.ack_delay.unwrap_or(ACK_DELAY);
+        if cfg.ack_delay.is_some() {
+            cc_cfg.peer_ack_delay = ack_delay;
         }
         Self {
             id,
@@ -160,7 +155,10 @@ impl Link {
             next_path_seq: 0,
             probe_out: None,
             probe_ack_out: None,
-            rx: RxState::default(),
+            rx: RxState {
+                ack_delay,
+                ..RxState::default()
+            },
             next_part: 0,
             joiner: Joiner::default(),
             rx_max_seq: None,
@@ -183,7 +181,10 @@ impl Link {
     /// received, what it owes, the peer's clock) and what it had in flight to it (the
     /// new run will never acknowledge it). Counters and the queue stay.
     pub(crate) fn forget_peer(&mut self, now: Instant) {
-        self.rx = RxState::default();
+        self.rx = RxState {
+            ack_delay: self.rx.ack_delay,
+            ..RxState::default()
+        };
         self.rx_max_seq = None;
         self.joiner.reset();
         self.probe_ack_out = None;
@@ -210,23 +211,8 @@ impl Link {
     fn stall_timeout(&self) -> Duration {
         let srtt = self.srtt().unwrap_or(Duration::from_millis(100));
         // The peer's ack delay is taken to be this end's: both ends of a serial line
-        // derive it from the same baud and MTU; on UDP paths both follow the same RTT.
-        srtt * 2 + self.ack_delay() + self.frames_time() + STALL_SLACK
-    }
-
-    /// How long this end may hold an ack: the configured delay (a serial line's), else a
-    /// quarter of the smoothed RTT within [`ACK_DELAY`]..=[`MAX_ACK_DELAY`] (the lower
-    /// bound before the RTT is known).
-    pub(crate) fn ack_delay(&self) -> Duration {
-        self.cfg.ack_delay.unwrap_or_else(|| {
-            self.srtt()
-                .map_or(ACK_DELAY, |rtt| (rtt / 4).clamp(ACK_DELAY, MAX_ACK_DELAY))
-        })
-    }
-
-    /// When this end's ack for the path is due, if one is owed.
-    pub(crate) fn ack_due(&self) -> Option<Instant> {
-        self.rx.ack_due(self.ack_delay())
+        // derive it from the same baud and MTU, UDP paths use ACK_DELAY on both.
+        srtt * 2 + self.rx.ack_delay + self.frames_time() + STALL_SLACK
     }
 
     /// On a fixed-rate path (a serial line), the line time of two of its largest frames:
@@ -366,7 +352,7 @@ impl Link {
         if self.probe_out.is_some() || self.probe_ack_out.is_some() {
             return Some(now);
         }
-        let mut t = self.ack_due();
+        let mut t = self.rx.ack_due();
         if self.is_up() {
             if let Some(head) = self.queue.front() {
                 let data = self
@@ -419,19 +405,21 @@ mod tests {
     #[test]
     fn ack_waits_for_the_paths_delay_or_eight_datagrams() {
         let t0 = Instant::from_millis(1000);
-        let delay = Duration::from_millis(250);
-        let mut rx = RxState::default();
-        assert_eq!(rx.ack_due(delay), None);
+        let mut rx = RxState {
+            ack_delay: Duration::from_millis(250),
+            ..RxState::default()
+        };
+        assert_eq!(rx.ack_due(), None);
         rx.on_data(t0, 1, 5, 100);
-        assert_eq!(rx.ack_due(delay), Some(t0 + delay));
+        assert_eq!(rx.ack_due(), Some(t0 + Duration::from_millis(250)));
         for k in 2..=ACK_EVERY {
             rx.on_data(t0 + Duration::from_millis(u64::from(k)), k, 5, 100);
         }
-        assert_eq!(rx.ack_due(delay), Some(t0), "eight datagrams: at once");
+        assert_eq!(rx.ack_due(), Some(t0), "eight datagrams: at once");
         let a = rx.take_ack(t0 + Duration::from_millis(10)).unwrap();
         assert_eq!(a.highest_path_seq, ACK_EVERY);
-        assert_eq!(rx.ack_due(delay), None);
-        // A UDP path without an RTT yet uses the lower bound.
+        assert_eq!(rx.ack_due(), None);
+        // A path built without a delay uses the UDP default.
         let l = Link::new(
             PathId(0),
             PathConfig::default(),
@@ -439,8 +427,7 @@ mod tests {
             t0,
             0,
         );
-        assert_eq!(l.ack_delay(), ACK_DELAY);
-        // A configured delay (a serial line's) holds whatever the RTT.
+        assert_eq!(l.rx.ack_delay, ACK_DELAY);
         let l = Link::new(
             PathId(0),
             PathConfig {
@@ -451,7 +438,7 @@ mod tests {
             t0,
             0,
         );
-        assert_eq!(l.ack_delay(), Duration::from_millis(300));
+        assert_eq!(l.rx.ack_delay, Duration::from_millis(300));
         // The stall timeout allows for it.
         assert!(l.stall_timeout() >= Duration::from_millis(300));
     }

@@ -188,11 +188,6 @@ impl<N: Node> Pair<N> {
         }
     }
 
-    /// What path `i`'s emulators saw: (A to B, B to A).
-    pub fn path_stats(&self, i: usize) -> (crate::emu::EmuStats, crate::emu::EmuStats) {
-        (self.paths[i].a_to_b.stats(), self.paths[i].b_to_a.stats())
-    }
-
     /// The path id of simulated path `i` on side A.
     pub fn a_path(&self, i: usize) -> PathId {
         self.paths[i].a_id
