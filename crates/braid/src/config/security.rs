@@ -136,7 +136,7 @@ pub(super) fn validate(r: RawSecurity<'_>, bond: Range<usize>, base: &Path) -> V
             name => {
                 cipher = Cipher::from_name(name).ok_or_else(|| {
                     let names: Vec<String> =
-                        Cipher::ALL.iter().map(|c| format!("{:?}", c.name())).collect();
+                        Cipher::ALL.iter().map(|c| format!("\"{}\"", c.name())).collect();
                     at(
                         e,
                         format!(
