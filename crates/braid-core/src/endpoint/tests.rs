@@ -306,9 +306,19 @@ fn a_sealed_bond_over_two_serial_lines_runs_in_virtual_time() {
     let (got, _) = delivered(&pair);
     assert!(sent >= 740, "{sent}");
     // Sealed frames differ run to run (fresh keys: the ciphertext's SLIP escapes), so the
-    // figures do too: every packet or nearly arrives, and a few (0.5 to 5.4 % in 45 runs)
+    // figures do too. The stream fills the lines to about 90 %, and a line's queue in
+    // braid holds only 100 ms (`queue_max_delay`: two 500-byte packets at 115200 bd), so
+    // when a run's escapes come in a burst a few packets are dropped there, counted: 0-7
+    // in 40 runs and up to 15 (2 %) in 60 more on 2026-11-27 (the old bound of 1 % failed
+    // 2 runs in 60). Nothing else may go missing. A few more (0.5 to 5.4 % in 45 runs)
     // arrive after the receiver gave up waiting for them (delivered late, not lost).
-    assert!(got as u64 >= sent * 99 / 100, "{got} of {sent}");
+    let dropped = pair.a.bond().status().counters.drop_queue;
+    assert_eq!(
+        got as u64 + dropped,
+        sent,
+        "every packet arrives or is a counted queue drop"
+    );
+    assert!(dropped * 100 <= sent * 3, "{dropped} of {sent} dropped");
     let seqs: Vec<u64> = pair
         .delivered_b
         .iter()
