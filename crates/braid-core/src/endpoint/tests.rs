@@ -309,8 +309,8 @@ fn a_sealed_bond_over_two_serial_lines_runs_in_virtual_time() {
     // figures do too. The stream fills the lines to about 90 %, and a line's queue in
     // braid holds only 100 ms (`queue_max_delay`: two 500-byte packets at 115200 bd), so
     // when a run's escapes come in a burst a few packets are dropped there, counted: 0-7
-    // in 40 runs and up to 15 (2 %) in 60 more on 2026-11-27 (the old bound of 1 % failed
-    // 2 runs in 60). Nothing else may go missing. A few more (0.5 to 5.4 % in 45 runs)
+    // in 40 runs on 2026-11-27, and up to 15 missing (2 %) in 60 more (the old bound of
+    // 1 % failed 2 of those). Nothing else may go missing. A few more (0.5 to 5.4 % in 45 runs)
     // arrive after the receiver gave up waiting for them (delivered late, not lost).
     let dropped = pair.a.bond().status().counters.drop_queue;
     assert_eq!(
