@@ -33,6 +33,7 @@ use anyhow::{bail, Context, Result};
 pub mod capture;
 pub mod cli;
 pub mod ether;
+pub mod host;
 pub mod iperf;
 pub mod line;
 pub mod matrix;

@@ -4,7 +4,7 @@ use std::fmt::Write;
 use super::run::{ScenarioResult, TestResult};
 
 /// Column headers.
-const HEADERS: [&str; 13] = [
+const HEADERS: [&str; 14] = [
     "scenario",
     "test",
     "scheduler",
@@ -16,6 +16,7 @@ const HEADERS: [&str; 13] = [
     "retr/loss",
     "cpu a/b %",
     "stall ms",
+    "host steal %/lag ms",
     "cut ratio / rejoin ms",
     "targets",
 ];
@@ -58,6 +59,7 @@ fn row(r: &TestResult) -> Vec<String> {
         loss,
         format!("{:.0}/{:.0}", r.cpu_pct.0, r.cpu_pct.1),
         format!("{:.0}", r.stall_ms),
+        format!("{:.1}/{:.0}", r.host.steal_pct, r.host.lag_max_ms),
         cut,
         targets,
     ]
@@ -144,6 +146,10 @@ mod tests {
             udp_rcvbuf_errors: (0, 0),
             stall_ms: 200.0,
             cpu_pct: (12.0, 10.0),
+            host: crate::host::HostLoad {
+                steal_pct: 2.54,
+                lag_max_ms: 131.0,
+            },
             cut: Some(CutResult {
                 path: "p1".into(),
                 how: CutHow::LinkDown,
@@ -180,6 +186,7 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert!(rows[0].contains("0.85 / 700") && rows[0].contains("MISSED: stall"));
         assert!(rows[1].contains(" ok"));
+        assert!(rows[0].contains(" 2.5/131 "), "{}", rows[0]);
         // The goodput column starts at the same place in the header and the rows.
         let col = lines[header].find("goodput").unwrap();
         assert_eq!(&rows[0][col..col + 4], "63.0");

@@ -7,6 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::host::{self, HostLoad};
 use super::iperf::{self, IperfResult};
 use super::netns::{self, now, Proc, Topology};
 use super::progress::Progress;
@@ -128,6 +129,8 @@ pub struct TestResult {
     pub stall_ms: f64,
     /// CPU used by the daemons (a, b), percent of one core.
     pub cpu_pct: (f64, f64),
+    /// What the host took from the test (steal, stalls of every process).
+    pub host: HostLoad,
     /// Cut figures.
     pub cut: Option<CutResult>,
     /// Targets missed (empty = all met).
@@ -687,6 +690,7 @@ fn run_test(
         &sc.tcp_cc,
     )?;
     let t0 = now();
+    let mut meter = host::Meter::start();
     progress.phase(&t.label(), secs);
 
     let sample_every = if cut.is_some() {
@@ -736,8 +740,12 @@ fn run_test(
             next_sample = el + sample_every;
         }
         progress.tick();
-        std::thread::sleep(Duration::from_millis(10));
+        let nap = Duration::from_millis(10);
+        let before = now();
+        std::thread::sleep(nap);
+        meter.slept(nap, now() - before);
     }
+    let host = meter.finish();
     let elapsed = (now() - t0).as_secs_f64();
     drop(link_guard);
     let a1 = daemons.status_a()?;
@@ -852,6 +860,7 @@ fn run_test(
         ),
         stall_ms: iperf::longest_stall_ms(&ip.intervals),
         cpu_pct: (cpu_pct(cpu0.0, cpu1.0), cpu_pct(cpu0.1, cpu1.1)),
+        host,
         cut: cut_result,
         missed: Vec::new(),
     };
@@ -1041,6 +1050,7 @@ mod tests {
             udp_rcvbuf_errors: (0, 0),
             stall_ms: 0.0,
             cpu_pct: (0.0, 0.0),
+            host: HostLoad::default(),
             cut: None,
             missed: vec![],
         };
