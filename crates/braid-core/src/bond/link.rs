@@ -119,6 +119,37 @@ pub(crate) struct Link {
     pub(crate) largest_sent: usize,
     /// When the peer last acknowledged data on this path (or the path last came up).
     pub(crate) last_ack: Instant,
+    /// Time packets waited for the congestion window.
+    pub(crate) window: WindowClock,
+}
+
+/// How long a path's packets have waited for its congestion window.
+#[derive(Debug, Default)]
+pub(crate) struct WindowClock {
+    total: Duration,
+    full_since: Option<Instant>,
+}
+
+impl WindowClock {
+    /// Whether packets wait for the window at `now` (queue non-empty, window full).
+    pub(crate) fn note(&mut self, now: Instant, full: bool) {
+        match (full, self.full_since) {
+            (true, None) => self.full_since = Some(now),
+            (false, Some(since)) => {
+                self.total += now.saturating_since(since);
+                self.full_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The total up to `now`.
+    fn at(&self, now: Instant) -> Duration {
+        self.total
+            + self
+                .full_since
+                .map_or(Duration::ZERO, |since| now.saturating_since(since))
+    }
 }
 
 impl Link {
@@ -170,6 +201,7 @@ impl Link {
             went_down: None,
             largest_sent: 0,
             last_ack: now,
+            window: WindowClock::default(),
         }
     }
 
@@ -385,6 +417,13 @@ impl Link {
             loss: self.cc.loss_ratio().max(self.health.probe_loss()),
             queued_bytes: self.queued_bytes,
             inflight_bytes: self.cc.inflight_bytes(),
+            cwnd_bytes: self.cc.cwnd_bytes(),
+            cc_mode: match self.cc.mode() {
+                CcMode::Startup => "startup",
+                CcMode::Drain => "drain",
+                CcMode::ProbeBw => "probe_bw",
+            },
+            window_limited_ms: self.window.at(now).as_millis() as u64,
             tx_packets: self.tx_packets,
             tx_bytes: self.tx_bytes,
             rx_packets: self.rx.packets,
@@ -441,5 +480,20 @@ mod tests {
         assert_eq!(l.rx.ack_delay, Duration::from_millis(300));
         // The stall timeout allows for it.
         assert!(l.stall_timeout() >= Duration::from_millis(300));
+    }
+
+    #[test]
+    fn window_limited_time_adds_up_the_spells_of_a_full_window() {
+        let t = |ms: u64| Instant::from_millis(1000 + ms);
+        let mut w = WindowClock::default();
+        w.note(t(0), false);
+        w.note(t(10), true);
+        w.note(t(15), true); // still the same spell
+        assert_eq!(w.at(t(20)), Duration::from_millis(10));
+        w.note(t(40), false);
+        w.note(t(50), false);
+        w.note(t(100), true);
+        w.note(t(105), false);
+        assert_eq!(w.at(t(200)), Duration::from_millis(35));
     }
 }

@@ -870,7 +870,10 @@ impl Bond {
         if !link.is_up() {
             return None;
         }
-        let head = link.queue.front()?;
+        let Some(head) = link.queue.front() else {
+            link.window.note(now, false);
+            return None;
+        };
         let whole = head.buf.len() + DATA_HEADER_LEN;
         let limit = link.cfg.max_datagram;
         let (parts, range) = parts::split(
@@ -887,7 +890,9 @@ impl Bond {
         if buf.len() < len {
             return None;
         }
-        if link.cc.next_send_time(now, len)? > now {
+        let release = link.cc.next_send_time(now, len);
+        link.window.note(now, release.is_none());
+        if release? > now {
             return None;
         }
         // Data carries the time its sequence number was assigned, not the time it

@@ -44,6 +44,14 @@ pub struct PathStatus {
     pub queued_bytes: u64,
     /// Bytes in flight.
     pub inflight_bytes: u64,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// The congestion model's mode: "startup", "drain" or "probe_bw".
+    pub cc_mode: &'static str,
+    /// Time the path had packets queued but its congestion window was full, ms since
+    /// the daemon started (window-limited, as Linux's `tcpi_rwnd_limited`): where it grows
+    /// while the path sends below its pace, acks are coming back late.
+    pub window_limited_ms: u64,
     /// Data datagrams sent.
     pub tx_packets: u64,
     /// Data bytes sent.

@@ -134,7 +134,7 @@ fn paths(o: &mut Out, s: &Value, st: &Value) {
         }
     }
     let us = |k: &'static str| move |p: &Value| num(p, k) / 1e6;
-    let gauges: [(&str, &str, &str, Figure); 10] = [
+    let gauges: [(&str, &str, &str, Figure); 12] = [
         (
             "braid_path_srtt_seconds",
             "gauge",
@@ -201,6 +201,18 @@ fn paths(o: &mut Out, s: &Value, st: &Value) {
             "gauge",
             "Bytes sent and not yet acknowledged.",
             Box::new(|p: &Value| num(p, "inflight_bytes")),
+        ),
+        (
+            "braid_path_cwnd_bytes",
+            "gauge",
+            "The path's congestion window.",
+            Box::new(|p: &Value| num(p, "cwnd_bytes")),
+        ),
+        (
+            "braid_path_window_limited_seconds_total",
+            "counter",
+            "Time the path had packets queued and a full congestion window.",
+            Box::new(|p: &Value| num(p, "window_limited_ms") / 1000.0),
         ),
     ];
     for (name, kind, help, f) in &gauges {
