@@ -224,6 +224,8 @@ pub(crate) struct PathCc {
     app_limited_seq: Option<u32>,
     max_datagram: u64,
     next_release_ns: u64,
+    /// Idle time the pacer may bank, as a burst (see `bond/lag.rs`).
+    burst: Duration,
     progress_time: Instant,
 
     // Delivery (receiver counts).
@@ -273,6 +275,7 @@ impl PathCc {
             app_limited_seq: None,
             max_datagram: DEFAULT_DATAGRAM,
             next_release_ns: 0,
+            burst: PACING_BURST,
             progress_time: now,
             delivered: None,
             delivered_time: now,
@@ -350,10 +353,10 @@ impl PathCc {
         }
         self.last_sent_seq = Some(path_seq);
 
-        // Pacer: the release time advances by len / rate; idle time banks at most
-        // PACING_BURST (and at least one datagram) of credit.
+        // Pacer: the release time advances by len / rate; idle time banks at most the
+        // burst allowance (and at least one datagram) of credit.
         let pkt_ns = (len as f64 * 1e9 / self.pacing_rate.max(RATE_FLOOR)) as u64;
-        let credit = micros(PACING_BURST).saturating_mul(1000).max(pkt_ns);
+        let credit = micros(self.burst).saturating_mul(1000).max(pkt_ns);
         let now_ns = now.as_micros().saturating_mul(1000);
         let start = self.next_release_ns.max(now_ns.saturating_sub(credit));
         self.next_release_ns = start.saturating_add(pkt_ns);
@@ -523,8 +526,17 @@ impl PathCc {
                 }
             }
         }
-        let release = Instant::from_micros(self.next_release_ns / 1000);
-        Some(release.max(now))
+        Some(self.release_at().max(now))
+    }
+
+    /// When the pacer releases the next datagram, in the past while it banks credit.
+    pub(crate) fn release_at(&self) -> Instant {
+        Instant::from_micros(self.next_release_ns / 1000)
+    }
+
+    /// How much idle time the pacer may bank and send as one burst.
+    pub(crate) fn set_burst(&mut self, burst: Duration) {
+        self.burst = burst;
     }
 
     /// The path went down or came back: forget inflight and restart estimation, keeping

@@ -128,6 +128,8 @@ pub(crate) struct Link {
 pub(crate) struct WindowClock {
     total: Duration,
     full_since: Option<Instant>,
+    /// When the window last opened after being full.
+    opened_at: Instant,
 }
 
 impl WindowClock {
@@ -138,9 +140,15 @@ impl WindowClock {
             (false, Some(since)) => {
                 self.total += now.saturating_since(since);
                 self.full_since = None;
+                self.opened_at = now;
             }
             _ => {}
         }
+    }
+
+    /// When the window last opened after being full.
+    pub(crate) fn opened_at(&self) -> Instant {
+        self.opened_at
     }
 
     /// The total up to `now`.

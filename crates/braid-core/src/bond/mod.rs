@@ -18,6 +18,7 @@
 
 mod deadline;
 mod equalize;
+mod lag;
 mod link;
 mod mss;
 mod parts;
@@ -193,6 +194,8 @@ pub struct Bond {
     now: Instant,
     reorder: ReorderBuffer,
     deadline: Deadline,
+    /// How late the driver comes to send (the pacers' burst allowance).
+    lag: lag::Lag,
     pool: Vec<Vec<u8>>,
     /// IP fragment groups: queued whole or dropped whole (`fragments`).
     groups: FragmentGroups,
@@ -218,6 +221,7 @@ impl Bond {
             now,
             reorder: ReorderBuffer::new(cfg.reorder_capacity),
             deadline: Deadline::new(cfg.reorder_max),
+            lag: lag::Lag::default(),
             pool: Vec::new(),
             groups: FragmentGroups::new(cfg.frames),
             states: Vec::new(),
@@ -895,6 +899,16 @@ impl Bond {
         if release? > now {
             return None;
         }
+        // The datagram could leave once the pacer released it, it was queued and the
+        // window was open: whatever has passed since is the loop's lag, which the pacers
+        // may make good in a burst.
+        let sendable = link
+            .cc
+            .release_at()
+            .max(head.enqueued)
+            .max(link.window.opened_at());
+        self.lag.sample(now, sendable);
+        link.cc.set_burst(self.lag.burst(now));
         // Data carries the time its sequence number was assigned, not the time it
         // left: the receiver's delay spread then includes the wait in braid's queue,
         // which reorders packets just as much as the network does.
@@ -1076,6 +1090,7 @@ impl Bond {
             reorder: self.reorder.stats(),
             reorder_deadline_us: self.current_deadline(self.now).as_micros() as u64,
             equalize_us: self.equalize_spread().as_micros() as u64,
+            pacing_lag_us: self.lag.get(self.now).as_micros() as u64,
         }
     }
 

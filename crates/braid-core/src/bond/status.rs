@@ -132,4 +132,8 @@ pub struct BondStatus {
     /// Delay equalisation: how long a packet on the quickest path is held now, µs (the
     /// spread of base delays being equalised; 0 when off or nothing to equalise).
     pub equalize_us: u64,
+    /// The most a queued datagram left after its pacing time in the last 1-2 s, µs: how
+    /// late the daemon's loop ran (a busy host). The pacers catch up that much (at most
+    /// 10 ms) in a burst.
+    pub pacing_lag_us: u64,
 }
