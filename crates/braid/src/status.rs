@@ -163,6 +163,9 @@ fn age(us: u64) -> String {
     }
 }
 
+/// A loop this late to send (µs) is worth a line: a busy host, bursts to catch up.
+const LATE_LOOP_US: u64 = 2_000;
+
 fn ms(us: u64) -> String {
     if us == 0 {
         "-".into()
@@ -323,6 +326,14 @@ pub fn render(resp: &Value) -> String {
             ms(u(r, "equalize_micros_total") / held.max(1)),
         );
     }
+    let lag = u(st, "pacing_lag_us");
+    if lag >= LATE_LOOP_US {
+        let _ = writeln!(
+            out,
+            "pacing: sends ran up to {} late in the last seconds (a busy host); the paths catch up in bursts",
+            ms(lag),
+        );
+    }
     if let Some(e) = resp.get("encryption") {
         out.push_str(&crate::seal::render_status(e));
     }
@@ -369,7 +380,8 @@ mod tests {
                             "wait_micros_total": 8000, "wait_micros_max": 5000,
                             "equalized": 10, "equalize_micros_total": 550_000},
                 "reorder_deadline_us": 12_000,
-                "equalize_us": 55_000
+                "equalize_us": 55_000,
+                "pacing_lag_us": 5_400
             },
             "io": [{"id": 1, "name": "longname", "socket": "closed", "error": "bind 1.2.3.4:5: Cannot assign requested address"}]
         });
@@ -407,7 +419,11 @@ mod tests {
             lines[7],
             "equalise: quickest path held 55.0ms now; 10 packets held, avg 55.0ms"
         );
-        assert_eq!(lines[8], "health: DEGRADED (longname down)");
+        assert_eq!(
+            lines[8],
+            "pacing: sends ran up to 5.4ms late in the last seconds (a busy host); the paths catch up in bursts"
+        );
+        assert_eq!(lines[9], "health: DEGRADED (longname down)");
     }
 
     fn with_paths(states: &[(&str, &str)], sealed: Option<bool>) -> Value {

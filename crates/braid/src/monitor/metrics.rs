@@ -437,6 +437,16 @@ fn reorder(o: &mut Out, st: &Value) {
         "Delay equalisation: how long a packet on the quickest path is held now.",
     );
     o.sample("braid_equalize_seconds", &[], num(st, "equalize_us") / 1e6);
+    o.family(
+        "braid_pacing_lag_seconds",
+        "gauge",
+        "The most a queued datagram left after its pacing time in the last 1-2 s: how late the daemon's loop runs.",
+    );
+    o.sample(
+        "braid_pacing_lag_seconds",
+        &[],
+        num(st, "pacing_lag_us") / 1e6,
+    );
 }
 
 fn encryption(o: &mut Out, e: &Value) {
