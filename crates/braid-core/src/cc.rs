@@ -224,8 +224,6 @@ pub(crate) struct PathCc {
     app_limited_seq: Option<u32>,
     max_datagram: u64,
     next_release_ns: u64,
-    /// Idle time the pacer may bank, as a burst (see `bond/lag.rs`).
-    burst: Duration,
     progress_time: Instant,
 
     // Delivery (receiver counts).
@@ -275,7 +273,6 @@ impl PathCc {
             app_limited_seq: None,
             max_datagram: DEFAULT_DATAGRAM,
             next_release_ns: 0,
-            burst: PACING_BURST,
             progress_time: now,
             delivered: None,
             delivered_time: now,
@@ -308,8 +305,16 @@ impl PathCc {
     }
 
     /// A data datagram of `len` bytes with `path_seq` left for the network.
-    /// `app_limited` is true when braid had nothing else queued for this path.
-    pub(crate) fn on_send(&mut self, now: Instant, path_seq: u32, len: usize, app_limited: bool) {
+    /// `app_limited` is true when braid had nothing else queued for this path; `burst` is
+    /// how much idle time the pacer may bank and send back to back (see `bond/lag.rs`).
+    pub(crate) fn on_send(
+        &mut self,
+        now: Instant,
+        path_seq: u32,
+        len: usize,
+        app_limited: bool,
+        burst: Duration,
+    ) {
         let len = len as u64;
         self.max_datagram = self.max_datagram.max(len).min(65_535);
         if self.stalled(now) {
@@ -356,7 +361,7 @@ impl PathCc {
         // Pacer: the release time advances by len / rate; idle time banks at most the
         // burst allowance (and at least one datagram) of credit.
         let pkt_ns = (len as f64 * 1e9 / self.pacing_rate.max(RATE_FLOOR)) as u64;
-        let credit = micros(self.burst).saturating_mul(1000).max(pkt_ns);
+        let credit = micros(burst).saturating_mul(1000).max(pkt_ns);
         let now_ns = now.as_micros().saturating_mul(1000);
         let start = self.next_release_ns.max(now_ns.saturating_sub(credit));
         self.next_release_ns = start.saturating_add(pkt_ns);
@@ -532,11 +537,6 @@ impl PathCc {
     /// When the pacer releases the next datagram, in the past while it banks credit.
     pub(crate) fn release_at(&self) -> Instant {
         Instant::from_micros(self.next_release_ns / 1000)
-    }
-
-    /// How much idle time the pacer may bank and send as one burst.
-    pub(crate) fn set_burst(&mut self, burst: Duration) {
-        self.burst = burst;
     }
 
     /// The path went down or came back: forget inflight and restart estimation, keeping
@@ -1006,7 +1006,8 @@ mod tests {
                 };
                 let seq = self.next_seq;
                 self.next_seq = seq.wrapping_add(1);
-                self.cc.on_send(self.now(), seq, LEN, app_limited);
+                self.cc
+                    .on_send(self.now(), seq, LEN, app_limited, PACING_BURST);
                 self.enqueue(seq);
             }
         }
@@ -1442,23 +1443,23 @@ mod tests {
         let t0 = Instant::from_millis(1000);
         assert_eq!(cc.pacing_rate_bps(), 1_000_000);
         assert_eq!(cc.next_send_time(t0, LEN), Some(t0));
-        cc.on_send(t0, 0, LEN, false);
+        cc.on_send(t0, 0, LEN, false, PACING_BURST);
         // One datagram of credit: the second may go at once, the third waits.
         assert_eq!(cc.next_send_time(t0, LEN), Some(t0));
-        cc.on_send(t0, 1, LEN, false);
+        cc.on_send(t0, 1, LEN, false, PACING_BURST);
         assert_eq!(
             cc.next_send_time(t0, LEN),
             Some(Instant::from_micros(1_011_200))
         );
-        cc.on_send(Instant::from_micros(1_011_200), 2, LEN, false);
+        cc.on_send(Instant::from_micros(1_011_200), 2, LEN, false, PACING_BURST);
         assert_eq!(
             cc.next_send_time(t0, LEN),
             Some(Instant::from_micros(1_022_400))
         );
         // A long idle time banks no more than one extra datagram.
         let t1 = Instant::from_millis(5000);
-        cc.on_send(t1, 3, LEN, false);
-        cc.on_send(t1, 4, LEN, false);
+        cc.on_send(t1, 3, LEN, false, PACING_BURST);
+        cc.on_send(t1, 4, LEN, false, PACING_BURST);
         assert_eq!(
             cc.next_send_time(t1, LEN),
             Some(t1 + Duration::from_micros(11_200))
@@ -1472,7 +1473,7 @@ mod tests {
         // Initial window 16 × 1500 B: 17 datagrams of 1400 B fit, the 18th does not.
         for seq in 0..17 {
             assert!(cc.next_send_time(t, LEN).is_some(), "seq {seq}");
-            cc.on_send(t, seq, LEN, false);
+            cc.on_send(t, seq, LEN, false, PACING_BURST);
         }
         assert_eq!(cc.inflight_bytes(), 17 * LEN as u64);
         assert_eq!(cc.next_send_time(t, LEN), None);
@@ -1513,7 +1514,7 @@ mod tests {
         cc.on_ack(t, &ack(5, 1 << 40, 9));
         assert_eq!(cc.inflight_bytes(), 0);
         for seq in 100..110 {
-            cc.on_send(t, seq, LEN, false);
+            cc.on_send(t, seq, LEN, false, PACING_BURST);
         }
         // Acks a datagram never sent (ahead, or far behind).
         cc.on_ack(t + Duration::from_millis(5), &ack(500, 1 << 40, 1 << 40));
@@ -1551,7 +1552,7 @@ mod tests {
                 t += dt;
                 let now = Instant::from_micros(t);
                 match op {
-                    0 => { cc.on_send(now, seq, len, x % 2 == 0); seq = seq.wrapping_add(1); }
+                    0 => { cc.on_send(now, seq, len, x % 2 == 0, PACING_BURST); seq = seq.wrapping_add(1); }
                     1 => cc.on_ack(now, &Ack {
                         highest_path_seq: if x % 3 == 0 { x } else { seq.wrapping_sub(x % 64) },
                         rx_bytes: y % (1 << 50),

@@ -26,7 +26,7 @@ use crate::Instant;
 
 /// The most a late loop may catch up in one burst: beyond it a stall is not made good
 /// (that would only fill the bottleneck's queue).
-pub(crate) const MAX_BURST: Duration = Duration::from_millis(10);
+const MAX_BURST: Duration = Duration::from_millis(10);
 
 /// The lag is the maximum over two windows of this length.
 const WINDOW: Duration = Duration::from_secs(1);

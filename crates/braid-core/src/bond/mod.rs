@@ -908,7 +908,6 @@ impl Bond {
             .max(head.enqueued)
             .max(link.window.opened_at());
         self.lag.sample(now, sendable);
-        link.cc.set_burst(self.lag.burst(now));
         // Data carries the time its sequence number was assigned, not the time it
         // left: the receiver's delay spread then includes the wait in braid's queue,
         // which reorders packets just as much as the network does.
@@ -943,7 +942,8 @@ impl Bond {
             link.last_ack = now;
         }
         let app_limited = link.queue.is_empty();
-        link.cc.on_send(now, path_seq, len, app_limited);
+        link.cc
+            .on_send(now, path_seq, len, app_limited, self.lag.burst(now));
         if let Some(q) = sent {
             self.recycle(q.buf);
         }
