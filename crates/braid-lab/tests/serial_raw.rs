@@ -310,9 +310,18 @@ fn raw_ip_cslip_carries_tcp_between_two_braids() -> Result<()> {
     // 11520 bytes/s of line: at least 13 s for 150 KB.
     assert!(t.seconds > 12.0 && t.seconds < 30.0, "{} s", t.seconds);
     // VJ compression both ways: side a's data segments and side b's acks.
-    for (side, st) in [("a", d.status_a()?), ("b", d.status_b()?)] {
+    let sides = [("a", d.status_a()?), ("b", d.status_b()?)];
+    let wire: Vec<_> = lines.lines().map(|l| l.stats()).collect();
+    let all = format!(
+        "a: {}\nb: {}\nline: {wire:?}\nlog a:\n{}\nlog b:\n{}",
+        sides[0].1["io"][0]["serial"],
+        sides[1].1["io"][0]["serial"],
+        d.a.log_tail(),
+        d.b.log_tail()
+    );
+    for (side, st) in &sides {
         let line = &st["io"][0]["serial"];
-        assert_eq!(line["counters"]["rx_cslip_errors"], 0, "{side}: {line}");
+        assert_eq!(line["counters"]["rx_cslip_errors"], 0, "{side}: {all}");
         let n = |k: &str| line["cslip_tx"][k].as_u64().unwrap_or(0);
         assert!(n("compressed") > 40, "{side}: {line}");
         assert!(n("compressed") > n("uncompressed"), "{side}: {line}");

@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::codec::{is_compressible, FrameCodec};
-use super::cslip::CompressorStats;
+use super::cslip::{CompressorStats, DecompressorStats};
 use super::Framing;
 use crate::time::Instant;
 
@@ -135,7 +135,8 @@ pub struct LineCounters {
     pub rx_line_bytes: u64,
     /// Frames read and handed on.
     pub rx_frames: u64,
-    /// Frames the deframer dropped (overrun, runt).
+    /// Frames the deframer dropped (overrun, runt, line error, the tail of a frame under
+    /// way when the tty was opened).
     pub rx_bad_frames: u64,
     /// Data frames the CSLIP decompressor refused (including tossed ones).
     pub rx_cslip_errors: u64,
@@ -170,6 +171,41 @@ impl From<CompressorStats> for CslipTxStatus {
     }
 }
 
+/// What the CSLIP decompressor of a line received (slhc's `sls_i_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CslipRxStatus {
+    /// UNCOMPRESSED_TCP packets accepted.
+    pub uncompressed: u64,
+    /// COMPRESSED_TCP packets seen, accepted or not.
+    pub compressed: u64,
+    /// Plain IP packets passed through.
+    pub ip: u64,
+    /// Compressed packets with an implicit connection id dropped while waiting for an
+    /// explicit one (after a lost or bad frame, or before the first one).
+    pub tossed: u64,
+    /// Compressed packets refused: truncated, or naming a connection not set up.
+    pub errors: u64,
+    /// Packets too short to be what their type says.
+    pub runts: u64,
+    /// UNCOMPRESSED_TCP packets with a bad IP header checksum.
+    pub badcheck: u64,
+}
+
+impl From<DecompressorStats> for CslipRxStatus {
+    fn from(s: DecompressorStats) -> Self {
+        CslipRxStatus {
+            uncompressed: s.uncompressed,
+            compressed: s.compressed,
+            ip: s.ip,
+            tossed: s.tossed,
+            errors: s.errors,
+            runts: s.runts,
+            badcheck: s.badcheck,
+        }
+    }
+}
+
 /// A line's state for `status`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -181,6 +217,8 @@ pub struct LineStatus {
     pub datagram_per_line_byte: f64,
     /// The CSLIP compressor's counts (CSLIP only).
     pub cslip_tx: Option<CslipTxStatus>,
+    /// The CSLIP decompressor's counts (CSLIP only).
+    pub cslip_rx: Option<CslipRxStatus>,
     /// The counters.
     pub counters: LineCounters,
 }
@@ -510,6 +548,10 @@ impl Line {
                 .codec
                 .compressor()
                 .map(|c| CslipTxStatus::from(c.stats())),
+            cslip_rx: self
+                .codec
+                .decompressor()
+                .map(|d| CslipRxStatus::from(d.stats())),
             counters: self.counters(),
         }
     }

@@ -149,6 +149,7 @@ impl SerialPath {
             "backlog_ms": s.as_ref().map(|s| s.backlog_ms),
             "datagram_per_line_byte": s.as_ref().map(|s| s.datagram_per_line_byte),
             "cslip_tx": s.as_ref().map(|s| s.cslip_tx),
+            "cslip_rx": s.as_ref().map(|s| s.cslip_rx),
             "counters": s.as_ref().map(|s| s.counters),
         })
     }
@@ -293,6 +294,7 @@ mod tests {
                 "backlog_ms",
                 "baud",
                 "counters",
+                "cslip_rx",
                 "cslip_tx",
                 "datagram_per_line_byte",
                 "device",
@@ -322,6 +324,18 @@ mod tests {
         assert_eq!(
             keys(&v["cslip_tx"]),
             ["compressed", "nontcp", "tcp", "uncompressed"]
+        );
+        assert_eq!(
+            keys(&v["cslip_rx"]),
+            [
+                "badcheck",
+                "compressed",
+                "errors",
+                "ip",
+                "runts",
+                "tossed",
+                "uncompressed"
+            ]
         );
         assert_eq!(v["tty"], "closed");
         assert_eq!(v["backlog_ms"], 0.0);

@@ -368,6 +368,14 @@ fn two_lines_exchange_datagrams_in_virtual_time() {
         .codec()
         .compressor()
         .is_some_and(|c| c.stats().compressed > 200));
+    // Status: what B's decompressor took is what A's compressor sent.
+    let (sa, sb) = (a.status(at_ms(0)), b.status(at_ms(0)));
+    let (tx, rx) = (sa.cslip_tx.expect("CSLIP"), sb.cslip_rx.expect("CSLIP"));
+    assert_eq!(
+        (rx.compressed, rx.uncompressed),
+        (tx.compressed, tx.uncompressed)
+    );
+    assert_eq!((rx.tossed, rx.errors, rx.runts, rx.badcheck), (0, 0, 0, 0));
     // The pace: baud / 10 bytes per second over the whole exchange, and never more than
     // AHEAD of line time waiting in the UART.
     let first = ab.first.expect("a wrote");
