@@ -18,6 +18,7 @@ pub trait Deframer {
     fn with_max_frame(max: usize) -> Self;
     fn events(&mut self, input: &[u8], out: &mut Vec<Ev>);
     fn line_error(&mut self);
+    fn hunt(&mut self);
     fn stats(&self) -> DecoderStats;
 }
 
@@ -42,6 +43,9 @@ impl Deframer for slip::Decoder {
     fn line_error(&mut self) {
         slip::Decoder::line_error(self)
     }
+    fn hunt(&mut self) {
+        slip::Decoder::hunt(self)
+    }
     fn stats(&self) -> DecoderStats {
         slip::Decoder::stats(self)
     }
@@ -59,6 +63,9 @@ impl Deframer for slip6::Decoder {
     fn line_error(&mut self) {
         slip6::Decoder::line_error(self)
     }
+    fn hunt(&mut self) {
+        slip6::Decoder::hunt(self)
+    }
     fn stats(&self) -> DecoderStats {
         slip6::Decoder::stats(self)
     }
@@ -67,7 +74,10 @@ impl Deframer for slip6::Decoder {
 /// Decode `line` in pieces of at most `chunk` bytes. With `errors`, a line error is
 /// reported after every 0x00 byte (the pieces are cut there).
 pub fn run<D: Deframer>(max_frame: usize, line: &[u8], chunk: usize, errors: bool) -> (Vec<Ev>, D) {
-    let mut d = D::with_max_frame(max_frame);
+    run_from(D::with_max_frame(max_frame), line, chunk, errors)
+}
+
+fn run_from<D: Deframer>(mut d: D, line: &[u8], chunk: usize, errors: bool) -> (Vec<Ev>, D) {
     let mut evs = Vec::new();
     for piece in line.split_inclusive(|&b| b == 0) {
         for part in piece.chunks(chunk.max(1)) {
@@ -124,15 +134,37 @@ pub fn check<D: Deframer>(data: &[u8]) -> Option<(Vec<Ev>, usize, bool)> {
         assert_eq!(stats.line_errors, 0);
     }
 
+    // Hunting (a line just opened): what comes before the first delimiter is at most one
+    // `Partial` drop, then the events are those of a decoder that starts at it.
+    let mut hunter = D::with_max_frame(max_frame);
+    hunter.hunt();
+    let (mut hunted, hd) = run_from(hunter, line, chunk, errors);
+    let k = line.iter().position(|&b| b == D::DELIM).unwrap_or(line.len());
+    let (rest, _) = run::<D>(max_frame, &line[k..], usize::MAX, errors);
+    let partial = hunted.first() == Some(&Ev::Dropped(DropReason::Partial));
+    if partial {
+        hunted.remove(0);
+    }
+    assert_eq!(hunted, rest, "hunting changed what follows the first delimiter");
+    assert!(!hunted.contains(&Ev::Dropped(DropReason::Partial)));
+    assert_eq!(hd.stats().partial, u64::from(partial));
+
     // The frame codec the daemon runs, in raw-ip mode (a classic SLIP peer's frames),
-    // passes the deframer's frames through.
+    // passes the hunting deframer's frames through.
     if max_frame == 1152 && !errors {
         let mut codec = FrameCodec::raw_ip(D::FRAMING, 296);
         let mut got = Vec::new();
         codec.decode(line, &mut |p| got.push(p.to_vec()));
-        assert_eq!(got, frames);
+        let want: Vec<Vec<u8>> = hunted
+            .iter()
+            .filter_map(|e| match e {
+                Ev::Frame(f) => Some(f.clone()),
+                Ev::Dropped(_) => None,
+            })
+            .collect();
+        assert_eq!(got, want);
         assert_eq!(codec.counters().rx_frames, got.len() as u64);
-        assert_eq!(codec.frame_stats(), stats);
+        assert_eq!(codec.frame_stats(), hd.stats());
     }
     Some((whole, max_frame, errors))
 }

@@ -25,7 +25,8 @@ use crate::wire::{MessageType, DATA_HEADER_LEN, VERSION};
 pub struct CodecCounters {
     /// Frames decoded and handed on.
     pub rx_frames: u64,
-    /// Frames the deframer dropped (overrun, runt, line error).
+    /// Frames the deframer dropped (overrun, runt, line error, the tail of a frame under
+    /// way when the line was opened).
     pub rx_bad_frames: u64,
     /// Data frames the CSLIP decompressor refused (including tossed ones).
     pub rx_cslip_errors: u64,
@@ -42,10 +43,21 @@ enum Deframer {
 }
 
 impl Deframer {
+    /// A fresh deframer hunts: the line may be mid-frame when this end starts to listen
+    /// (the far end was open first, or a flush at open took a frame's start), and that
+    /// frame's tail must not be taken for a frame.
     fn new(framing: Framing, mtu: usize) -> Self {
         match framing {
-            Framing::Slip | Framing::Cslip => Deframer::Slip(slip::Decoder::new(mtu)),
-            Framing::Slip6 => Deframer::Slip6(slip6::Decoder::new(mtu)),
+            Framing::Slip | Framing::Cslip => {
+                let mut d = slip::Decoder::new(mtu);
+                d.hunt();
+                Deframer::Slip(d)
+            }
+            Framing::Slip6 => {
+                let mut d = slip6::Decoder::new(mtu);
+                d.hunt();
+                Deframer::Slip6(d)
+            }
         }
     }
 }

@@ -50,6 +50,9 @@ pub enum DropReason {
     Runt,
     /// The line layer reported an error during the frame.
     LineError,
+    /// The bytes before the first delimiter after [`slip::Decoder::hunt`]: the tail of a
+    /// frame whose start this end did not see.
+    Partial,
 }
 
 /// What a streaming decoder found, in line order.
@@ -67,6 +70,8 @@ struct RxBuf {
     buf: Vec<u8>,
     max: usize,
     error: Option<DropReason>,
+    /// Hunting ([`DropReason::Partial`]) and a byte has come since.
+    tail_seen: bool,
     stats: slip::DecoderStats,
 }
 
@@ -77,19 +82,29 @@ impl RxBuf {
             buf: Vec::with_capacity(max.min(1 << 16)),
             max,
             error: None,
+            tail_seen: false,
             stats: slip::DecoderStats::default(),
         }
     }
 
     fn push(&mut self, b: u8) {
-        if self.error.is_none() {
-            if self.buf.len() < self.max {
-                self.buf.push(b);
-            } else {
+        match self.error {
+            None if self.buf.len() < self.max => self.buf.push(b),
+            None => {
                 self.stats.overruns += 1;
                 self.error = Some(DropReason::Overrun);
             }
+            Some(DropReason::Partial) => self.tail_seen = true,
+            Some(_) => {}
         }
+    }
+
+    /// Drop what comes before the next delimiter: a frame's tail (counted when there is
+    /// one; a line that starts with a delimiter loses nothing).
+    fn hunt(&mut self) {
+        self.buf.clear();
+        self.error = Some(DropReason::Partial);
+        self.tail_seen = false;
     }
 
     fn set_error(&mut self, why: DropReason) {
@@ -103,7 +118,12 @@ impl RxBuf {
 
     fn end(&mut self, on_event: &mut impl FnMut(Event<'_>)) {
         if let Some(why) = self.error.take() {
-            on_event(Event::Dropped(why));
+            if why != DropReason::Partial || std::mem::take(&mut self.tail_seen) {
+                if why == DropReason::Partial {
+                    self.stats.partial += 1;
+                }
+                on_event(Event::Dropped(why));
+            }
         } else if self.buf.len() > 2 {
             self.stats.frames += 1;
             on_event(Event::Frame(&self.buf));

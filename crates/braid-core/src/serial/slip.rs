@@ -53,6 +53,9 @@ pub struct DecoderStats {
     /// Frames dropped because the line layer reported an error ([`Decoder::line_error`]),
     /// counted once per frame (kernel `rx_errors`).
     pub line_errors: u64,
+    /// Frame tails dropped after [`Decoder::hunt`] (not in the kernel, which takes them
+    /// as a frame).
+    pub partial: u64,
 }
 
 /// Streaming SLIP decoder (kernel `slip_unesc`). Feed it any chunks of line bytes.
@@ -91,6 +94,15 @@ impl Decoder {
     /// dropped at the next `END` (kernel `slip_receive_buf` with a flag byte).
     pub fn line_error(&mut self) {
         self.rx.set_error(DropReason::LineError);
+    }
+
+    /// The line was (re)opened with bytes perhaps already under way: drop what comes
+    /// before the first `END`, the tail of a frame whose start was not seen. A sender
+    /// that starts its frames with `END` (braid, the kernel, RFC 1055's sample) loses
+    /// nothing. The kernel has no such state: it takes the tail as a frame.
+    pub fn hunt(&mut self) {
+        self.escape = false;
+        self.rx.hunt();
     }
 
     /// Decodes `input`, calling `on_frame` with each complete good frame.
@@ -167,6 +179,33 @@ mod tests {
             got.extend(frames(&mut d, &wire[cut..]));
             assert_eq!(got, vec![vec![0x01, 0xC0, 0x02, 0xDB]], "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn hunting_drops_a_tail_and_only_a_tail() {
+        // Opened mid-frame: the tail (escapes and all) is dropped and counted once.
+        let mut d = Decoder::new(296);
+        d.hunt();
+        let mut ev = Vec::new();
+        d.decode_events(&[0x9F, 0xDB, 0xDC, 7, 0xC0, 1, 2, 3, 0xC0], &mut |e| {
+            ev.push(match e {
+                Event::Frame(f) => Ok(f.to_vec()),
+                Event::Dropped(why) => Err(why),
+            })
+        });
+        assert_eq!(ev, [Err(DropReason::Partial), Ok(vec![1, 2, 3])]);
+        assert_eq!(d.stats().partial, 1);
+        assert_eq!(d.stats().frames, 1);
+        // Opened between frames (the sender's leading END comes first): nothing lost,
+        // nothing counted, also when the END comes in a chunk of its own.
+        let mut d = Decoder::new(296);
+        d.hunt();
+        assert!(frames(&mut d, &[0xC0]).is_empty());
+        assert_eq!(frames(&mut d, &[4, 5, 6, 0xC0]), vec![vec![4, 5, 6]]);
+        assert_eq!(d.stats().partial, 0);
+        // Without hunt the decoder is the kernel's: the tail is a frame.
+        let mut d = Decoder::new(296);
+        assert_eq!(frames(&mut d, &[9, 9, 9, 0xC0]), vec![vec![9, 9, 9]]);
     }
 
     #[test]

@@ -80,6 +80,13 @@ impl Decoder {
         self.rx.set_error(DropReason::LineError);
     }
 
+    /// Drop what comes before the first delimiter (as [`super::slip::Decoder::hunt`]).
+    pub fn hunt(&mut self) {
+        self.xbits = 0;
+        self.xdata = 0;
+        self.rx.hunt();
+    }
+
     /// Decodes `input`, calling `on_frame` with each complete good frame.
     pub fn decode(&mut self, input: &[u8], on_frame: &mut impl FnMut(&[u8])) {
         self.decode_events(input, &mut |ev| {
@@ -137,6 +144,17 @@ mod tests {
         out.clear();
         encode(&[], &mut out);
         assert_eq!(out, b"pp");
+    }
+
+    #[test]
+    fn hunting_drops_a_tail() {
+        let mut d = Decoder::new(296);
+        d.hunt();
+        let mut wire = b"@83".to_vec(); // the end of "p0@83p"
+        wire.extend_from_slice(b"p");
+        encode(&[4, 5, 6], &mut wire);
+        assert_eq!(frames(&mut d, &wire), vec![vec![4, 5, 6]]);
+        assert_eq!(d.stats().partial, 1);
     }
 
     #[test]

@@ -287,3 +287,69 @@ fn noise_never_panics_and_the_line_resynchronises() {
     assert!(got.len() <= ds.len() + 1, "{}", got.len());
     assert!(got.ends_with(&ds));
 }
+
+/// The far end's line was sending when this end opened its tty (or the flush at open
+/// took a frame's start): the tail that arrives first is dropped as a bad frame, not
+/// taken for a packet. A CSLIP tail whose first byte is >= 0x80 read as a compressed TCP
+/// packet (a `rx_cslip_errors` with no line fault, seen in the lab's raw-ip test); other
+/// tails went on as packets (raw-ip) or datagrams (bond mode).
+#[test]
+fn a_line_opened_mid_frame_drops_the_tail() {
+    // Two connections: the cut falls in the second packet of the first (compressed with
+    // CSLIP); the second connection's packets follow (uncompressed, then compressed).
+    let other = |mut p: Vec<u8>| {
+        p[20..22].copy_from_slice(&5001u16.to_be_bytes());
+        p
+    };
+    let pkts = [
+        tcp(1000, 300),
+        tcp(1300, 300),
+        other(tcp(1000, 300)),
+        other(tcp(1300, 300)),
+    ];
+    for framing in [Framing::Slip, Framing::Slip6, Framing::Cslip] {
+        for raw_ip in [true, false] {
+            let make = || {
+                if raw_ip {
+                    FrameCodec::raw_ip(framing, 1400)
+                } else {
+                    FrameCodec::new(framing, 1400)
+                }
+            };
+            let wrap = |k: usize, p: &Vec<u8>| {
+                if raw_ip {
+                    p.clone()
+                } else {
+                    data(k as u64 + 1, p)
+                }
+            };
+            let mut tx = make();
+            let mut line = Vec::new();
+            let mut starts = Vec::new();
+            for (k, p) in pkts.iter().enumerate() {
+                starts.push(line.len());
+                tx.encode(&wrap(k, p), &mut line);
+            }
+            let cut = starts[1] + (starts[2] - starts[1]) / 2;
+            let after: Vec<Vec<u8>> = (2..4).map(|k| wrap(k, &pkts[k])).collect();
+            let mut rx = make();
+            for round in 1..=2 {
+                let mut got = Vec::new();
+                rx.decode(&line[cut..], &mut |d| got.push(d.to_vec()));
+                let c = rx.counters();
+                let what = format!("{framing} raw_ip={raw_ip} round {round}: {c:?}");
+                if raw_ip {
+                    assert_eq!(got, after, "{what}");
+                } else {
+                    // Short headers wait for a full one: fewer, never a wrong one.
+                    assert!(got.iter().all(|d| after.contains(d)), "{what}");
+                }
+                assert_eq!(c.rx_bad_frames, round, "{what}");
+                assert_eq!(c.rx_cslip_errors, 0, "{what}");
+                // Reopened (reset) mid-frame: the same again, the counters go on.
+                rx.decode(&line[..cut], &mut |_| {});
+                rx.reset();
+            }
+        }
+    }
+}
