@@ -321,7 +321,8 @@ impl PathCc {
             // No ack for an RTO while the window was full: what is out is gone.
             self.acked_cum = self.total_sent;
         }
-        if self.inflight_bytes() == 0 {
+        let idle = self.inflight_bytes() == 0;
+        if idle {
             // Restart from idle: the next rate sample must not span the idle time.
             self.progress_time = now;
             self.delivered_time = now;
@@ -333,12 +334,15 @@ impl PathCc {
         // App-limited means the path was not kept full: nothing was waiting *and* less
         // than a bandwidth-delay product was out. A bond scheduler keeps a path's queue
         // short on purpose, so an empty queue alone would leave a saturated path in
-        // Startup for ever (its samples never judged).
+        // Startup for ever (its samples never judged). A send after an idle spell is
+        // app-limited whatever waits behind it: the pipe was empty, and until this
+        // datagram is acked the samples measure the burst, not the path (Linux marks
+        // the same bubble when data arrives for an idle connection).
         let pipe_full = self.has_bw
             && self
                 .bdp(self.bw.get(), 1.0)
                 .is_some_and(|b| b > 0 && self.inflight_bytes() >= b);
-        if app_limited && !pipe_full {
+        if (app_limited || idle) && !pipe_full {
             self.app_limited_seq = Some(path_seq);
         }
         self.total_sent = self.total_sent.saturating_add(len);
@@ -862,6 +866,8 @@ mod tests {
     enum App {
         Saturated,
         Rate(f64),
+        /// This many datagrams at once every this many ns (a late loop's bursts).
+        Bursts(u32, u64),
     }
 
     /// One path: sender with a `PathCc`, a drop-tail bottleneck (rate, one-way delay,
@@ -976,16 +982,27 @@ mod tests {
                     self.app_backlog = (self.app_backlog + r * dt).min(1e6);
                     self.app_backlog >= LEN as f64
                 }
+                App::Bursts(n, period) => {
+                    if self.now_ns >= self.app_last_ns + period {
+                        self.app_last_ns = self.now_ns;
+                        self.app_backlog += f64::from(n) * LEN as f64;
+                    }
+                    self.app_backlog >= LEN as f64
+                }
             }
         }
 
         fn try_send(&mut self) {
             loop {
                 if !self.has_data() {
-                    if let App::Rate(r) = self.app {
-                        let need = (LEN as f64 - self.app_backlog).max(0.0);
-                        let at = self.now_ns + (need / r * 1e9) as u64 + 1;
-                        self.schedule_wake(at);
+                    match self.app {
+                        App::Rate(r) => {
+                            let need = (LEN as f64 - self.app_backlog).max(0.0);
+                            let at = self.now_ns + (need / r * 1e9) as u64 + 1;
+                            self.schedule_wake(at);
+                        }
+                        App::Bursts(_, period) => self.schedule_wake(self.app_last_ns + period),
+                        App::Saturated => {}
                     }
                     return;
                 }
@@ -999,7 +1016,7 @@ mod tests {
                 }
                 let app_limited = match self.app {
                     App::Saturated => false,
-                    App::Rate(_) => {
+                    App::Rate(_) | App::Bursts(..) => {
                         self.app_backlog -= LEN as f64;
                         self.app_backlog < LEN as f64
                     }
@@ -1299,6 +1316,32 @@ mod tests {
             util >= 0.9,
             "utilisation after the app-limited period {util}"
         );
+    }
+
+    /// A path the bond feeds in bursts after idle spells (a late loop, or a scheduler
+    /// that sends it a packet now and then): the first datagrams of a burst go with more
+    /// queued behind them, but the pipe was empty, so their samples (the burst over a
+    /// round trip) say nothing of its capacity. Taken as full-pipe samples they replaced
+    /// the aged maximum: 10 Mbit/s read as about 3 (the lab's `delays-5-20-60` beside CPU
+    /// hogs; 4.1 here without the fix), and a scheduler that believed it starved the
+    /// path for seconds.
+    #[test]
+    fn bursts_after_idle_keep_the_estimate() {
+        let mut sim = Sim::new(10e6, 5.0, 1_000_000, 0.0, cfg());
+        sim.run_until(3.0);
+        assert!((sim.cc.capacity_bps() as f64 / 10e6 - 1.0).abs() < 0.1);
+        sim.app = App::Bursts(8, 100_000_000);
+        sim.app_last_ns = sim.now_ns;
+        sim.app_backlog = 0.0;
+        for i in 1..=40 {
+            sim.run_until(3.0 + i as f64 * 0.1);
+            let cap = sim.cc.capacity_bps() as f64;
+            assert!(
+                cap >= 0.9 * 10e6,
+                "capacity {cap} after {:.1} s of bursts",
+                i as f64 * 0.1
+            );
+        }
     }
 
     #[test]
