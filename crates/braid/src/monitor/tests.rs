@@ -69,7 +69,8 @@ fn real_snapshot(unix_ms: u64) -> Snapshot {
 
 #[test]
 fn metrics_parse_as_prometheus_text() {
-    let text = metrics::render("braid0", &real_snapshot(1000));
+    let snap = real_snapshot(1000);
+    let text = metrics::render("braid0", &snap);
     let lines: Vec<std::io::Result<String>> = text.lines().map(|l| Ok(l.to_owned())).collect();
     let scrape = prometheus_parse::Scrape::parse(lines.into_iter()).expect("parses");
     // Every family has its HELP and TYPE, and every name the braid_ prefix.
@@ -87,6 +88,9 @@ fn metrics_parse_as_prometheus_text() {
         "braid_path_pacing_bps",
         "braid_path_queue_bytes",
         "braid_path_queue_delay_seconds",
+        "braid_path_cwnd_bytes",
+        "braid_path_window_limited_seconds_total",
+        "braid_pacing_lag_seconds",
         "braid_path_tx_bytes_total",
         "braid_path_rx_packets_total",
         "braid_path_io_total",
@@ -149,6 +153,17 @@ fn metrics_parse_as_prometheus_text() {
         640.0
     );
     assert_eq!(v(find("braid_path_io_total", ("kind", "send_calls"))), 10.0);
+    // The congestion window as status has it; a fresh bond neither waited on a window
+    // nor sent late.
+    let cwnd = snap.status["status"]["paths"][0]["cwnd_bytes"].as_f64();
+    assert!(cwnd.is_some_and(|c| c > 0.0), "{}", snap.status);
+    assert_eq!(
+        Some(v(find("braid_path_cwnd_bytes", ("path", "dsl")))),
+        cwnd
+    );
+    let limited = find("braid_path_window_limited_seconds_total", ("path", "dsl"));
+    assert_eq!(v(limited), 0.0);
+    assert_eq!(v(find("braid_pacing_lag_seconds", ("bond", "braid0"))), 0.0);
     // The histogram: buckets, sum and count.
     let h = scrape
         .samples
