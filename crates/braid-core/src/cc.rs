@@ -62,6 +62,17 @@ pub enum CcMode {
     ProbeBw,
 }
 
+impl CcMode {
+    /// The name `status` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CcMode::Startup => "startup",
+            CcMode::Drain => "drain",
+            CcMode::ProbeBw => "probe_bw",
+        }
+    }
+}
+
 /// Send records kept (datagrams in flight are capped below this).
 pub(crate) const SEND_RING: usize = 8192;
 /// The delay exit from Startup waits until `STARTUP_GAIN × btl_bw` is at least this

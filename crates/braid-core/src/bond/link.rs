@@ -426,11 +426,7 @@ impl Link {
             queued_bytes: self.queued_bytes,
             inflight_bytes: self.cc.inflight_bytes(),
             cwnd_bytes: self.cc.cwnd_bytes(),
-            cc_mode: match self.cc.mode() {
-                CcMode::Startup => "startup",
-                CcMode::Drain => "drain",
-                CcMode::ProbeBw => "probe_bw",
-            },
+            cc_mode: self.cc.mode().as_str(),
             window_limited_ms: self.window.at(now).as_millis() as u64,
             tx_packets: self.tx_packets,
             tx_bytes: self.tx_bytes,
