@@ -428,6 +428,7 @@ impl Link {
             cwnd_bytes: self.cc.cwnd_bytes(),
             cc_mode: self.cc.mode().as_str(),
             window_limited_ms: self.window.at(now).as_millis() as u64,
+            owd_us: self.one_way_delay().as_micros() as u64,
             tx_packets: self.tx_packets,
             tx_bytes: self.tx_bytes,
             rx_packets: self.rx.packets,
@@ -444,6 +445,52 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `status` shows as the scheduler's one-way delay. Pinned for a 120 ms path in
+    /// Startup whose first samples were small (0.37 Mbit/s: four datagrams over a round
+    /// trip) with 56 kB out: read at that estimate the window counts as a 1.08 s queue
+    /// (docs/congestion-control.md, Known limits: why such a path can starve).
+    #[test]
+    fn status_shows_the_schedulers_one_way_delay() {
+        let t0 = Instant::from_millis(1000);
+        let mut l = Link::new(
+            PathId(0),
+            PathConfig::default(),
+            HealthConfig::default(),
+            t0,
+            0,
+        );
+        let rtt = Duration::from_millis(120);
+        l.cc.hint_rtt(rtt);
+        let ack = |h: u32, n: u64| crate::wire::Ack {
+            highest_path_seq: h,
+            rx_bytes: n * 1400,
+            rx_packets: n,
+            echo_timestamp: 0,
+            hold: Duration::ZERO,
+        };
+        let burst = Duration::from_millis(1);
+        assert_eq!(l.status(t0).owd_us, 0, "unknown before any RTT");
+        l.cc.on_send(t0, 0, 1400, true, burst);
+        l.cc.on_ack(t0 + rtt, &ack(0, 1));
+        for seq in 1..5 {
+            l.cc.on_send(t0 + rtt, seq, 1400, true, burst);
+        }
+        let t1 = t0 + 2 * rtt;
+        l.cc.on_ack(t1, &ack(4, 5));
+        assert_eq!(l.cc.mode(), CcMode::Startup);
+        // 5600 B in 120 ms: 46 666 B/s.
+        assert_eq!(l.cc.capacity_bps(), 46_666 * 8);
+        assert_eq!(l.status(t1).owd_us, 60_000, "nothing in flight");
+        for seq in 5..45 {
+            l.cc.on_send(t1, seq, 1400, false, burst);
+        }
+        assert_eq!(
+            l.status(t1).owd_us,
+            l.state(t1).one_way_delay.as_micros() as u64
+        );
+        assert_eq!(l.status(t1).owd_us, 1_140_036);
+    }
 
     #[test]
     fn ack_waits_for_the_paths_delay_or_eight_datagrams() {

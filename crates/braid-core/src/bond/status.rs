@@ -52,6 +52,9 @@ pub struct PathStatus {
     /// the daemon started (window-limited, as Linux's `tcpi_rwnd_limited`): where it grows
     /// while the path sends below its pace, acks are coming back late.
     pub window_limited_ms: u64,
+    /// The one-way delay the scheduler counts for the path, µs: half the minimum RTT
+    /// plus what is in flight beyond one BDP at the capacity estimate, drained at it.
+    pub owd_us: u64,
     /// Data datagrams sent.
     pub tx_packets: u64,
     /// Data bytes sent.
