@@ -118,11 +118,15 @@ impl RxBuf {
 
     fn end(&mut self, on_event: &mut impl FnMut(Event<'_>)) {
         if let Some(why) = self.error.take() {
-            if why != DropReason::Partial || std::mem::take(&mut self.tail_seen) {
-                if why == DropReason::Partial {
+            let tail = std::mem::take(&mut self.tail_seen);
+            match why {
+                // Hunting and nothing came before the delimiter: nothing was lost.
+                DropReason::Partial if !tail => {}
+                DropReason::Partial => {
                     self.stats.partial += 1;
+                    on_event(Event::Dropped(why));
                 }
-                on_event(Event::Dropped(why));
+                _ => on_event(Event::Dropped(why)),
             }
         } else if self.buf.len() > 2 {
             self.stats.frames += 1;
