@@ -350,6 +350,12 @@ impl Link {
     /// Expected one-way delay of a packet sent now: half the base RTT, plus the queue
     /// in the network implied by what is in flight beyond one bandwidth-delay product.
     /// Fresh on every call, unlike a smoothed RTT that an idle path never updates.
+    ///
+    /// In Startup the capacity is a lower bound (a path fed little measures little), so
+    /// a window read at it looks like a queue that is not there; there the queue counts
+    /// only as far as the RTT shows it (smoothed RTT over the minimum). Without that, a
+    /// long path's first window read as a second of queue and the scheduler starved the
+    /// path it needed to measure (docs/congestion-control.md, Startup and the scheduler).
     fn one_way_delay(&self) -> Duration {
         let Some(base) = self.cc.min_rtt().or_else(|| self.health.srtt()) else {
             return Duration::ZERO;
@@ -360,7 +366,10 @@ impl Link {
         }
         let bdp = rate as u128 * base.as_micros() / 8_000_000;
         let excess = (self.cc.inflight_bytes() as u128).saturating_sub(bdp);
-        let queued = Duration::from_micros((excess * 8_000_000 / rate as u128) as u64);
+        let mut queued = Duration::from_micros((excess * 8_000_000 / rate as u128) as u64);
+        if self.cc.mode() == CcMode::Startup {
+            queued = queued.min(self.srtt().unwrap_or(base).saturating_sub(base));
+        }
         base / 2 + queued
     }
 
@@ -448,8 +457,10 @@ mod tests {
 
     /// What `status` shows as the scheduler's one-way delay. Pinned for a 120 ms path in
     /// Startup whose first samples were small (0.37 Mbit/s: four datagrams over a round
-    /// trip) with 56 kB out: read at that estimate the window counts as a 1.08 s queue
-    /// (docs/congestion-control.md, Known limits: why such a path can starve).
+    /// trip) with 56 kB out: read at that estimate the window would count as a 1.08 s
+    /// queue (1 140 036 µs before the RTT bound), and the scheduler starved the path.
+    /// Only a queue the RTT shows counts in Startup, and never more than the window
+    /// implies.
     #[test]
     fn status_shows_the_schedulers_one_way_delay() {
         let t0 = Instant::from_millis(1000);
@@ -489,7 +500,15 @@ mod tests {
             l.status(t1).owd_us,
             l.state(t1).one_way_delay.as_micros() as u64
         );
-        assert_eq!(l.status(t1).owd_us, 1_140_036);
+        assert_eq!(l.status(t1).owd_us, 60_000, "a window is not a queue");
+        // The RTT grows by 40 ms: the queue counts as far as the smoothed RTT shows it.
+        let t2 = t1 + Duration::from_millis(160);
+        l.cc.on_ack(t2, &ack(5, 6));
+        let srtt = l.srtt().expect("acked");
+        assert!(srtt > rtt, "{srtt:?}");
+        let queue = srtt - rtt;
+        assert_eq!(l.status(t2).owd_us, (rtt / 2 + queue).as_micros() as u64);
+        assert_eq!(l.status(t2).owd_us, 65_000);
     }
 
     #[test]
