@@ -509,6 +509,12 @@ mod tests {
         let queue = srtt - rtt;
         assert_eq!(l.status(t2).owd_us, (rtt / 2 + queue).as_micros() as u64);
         assert_eq!(l.status(t2).owd_us, 65_000);
+        // Everything acked: nothing out, so no queue, whatever the smoothed RTT says.
+        l.cc.on_ack(t2, &ack(44, 45));
+        assert_eq!(l.cc.inflight_bytes(), 0);
+        assert_eq!(l.cc.mode(), CcMode::Startup);
+        assert!(l.srtt().expect("acked") > rtt);
+        assert_eq!(l.status(t2).owd_us, 60_000);
     }
 
     #[test]
