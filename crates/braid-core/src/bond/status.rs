@@ -53,7 +53,8 @@ pub struct PathStatus {
     /// while the path sends below its pace, acks are coming back late.
     pub window_limited_ms: u64,
     /// The one-way delay the scheduler counts for the path, µs: half the minimum RTT
-    /// plus what is in flight beyond one BDP at the capacity estimate, drained at it.
+    /// plus what is in flight beyond one BDP at the capacity estimate, drained at it
+    /// (in Startup, no more than the smoothed RTT exceeds the minimum).
     pub owd_us: u64,
     /// Data datagrams sent.
     pub tx_packets: u64,
