@@ -137,11 +137,22 @@ pub struct Shaper {
     slab: Slab,
     backlog: usize,
     wakeup: Option<Instant>,
+    /// The classes' time, ns: where HTB resumes at the next dequeue (see
+    /// [`Shaper::dequeue`]).
+    clock: i64,
+    /// How far `clock` was behind the caller's at the last dequeue (a late driver's time
+    /// not yet made up), at most [`CATCH_UP`].
+    lag: i64,
     /// Fragment groups: queued whole or dropped whole (`fragments`).
     groups: FragmentGroups,
     /// What the packets are (IP packets, or frames whose IP packet is classified).
     frames: Frames,
 }
+
+/// How late a driver may call [`Shaper::dequeue`] and still get what HTB would have let go
+/// on time: a user-space daemon is paused now and then (a busy CPU, a VM's steal), and
+/// every pause longer than a class's burst would otherwise cost that class its rate.
+pub const CATCH_UP: core::time::Duration = core::time::Duration::from_millis(20);
 
 /// Nanoseconds since zero.
 fn ns(now: Instant) -> i64 {
@@ -401,6 +412,8 @@ impl Shaper {
             slab: Slab::default(),
             backlog: 0,
             wakeup: None,
+            clock: t,
+            lag: 0,
             groups: FragmentGroups::default(),
             frames: Frames::Ip,
         };
@@ -476,6 +489,10 @@ impl Shaper {
             return Enqueued::Dropped(id);
         }
         self.groups.queued(now, packet);
+        if self.backlog == 0 {
+            self.clock = ns(now);
+            self.lag = 0;
+        }
         self.backlog += 1;
         if was_idle {
             self.activate(idx);
@@ -487,22 +504,47 @@ impl Shaper {
     /// The next packet HTB lets go at `now`, copied into `buf` (length returned), with
     /// the leaf it came from. `None` when nothing may go now. A packet longer than `buf`
     /// is dropped (counted at its leaf) and the next one is tried.
+    ///
+    /// A call later than [`Shaper::poll_timeout`] asked for is served as if it had come on
+    /// time, for up to [`CATCH_UP`]: the classes' clock stays behind `now` by the driver's
+    /// lateness and steps from event to event towards `now` whenever no class may send, so
+    /// the packets they would have let go meanwhile leave back to back and no class loses
+    /// the tokens of the driver's lateness. The link bucket stays on `now`: the link was
+    /// idle meanwhile, and it never carries more than its rate. A driver on time sees the
+    /// kernel's HTB.
     pub fn dequeue(&mut self, now: Instant, buf: &mut [u8]) -> Option<(usize, ClassId)> {
-        let t = ns(now);
+        let real = ns(now);
+        let late = self.wakeup.map_or(0, |w| real.saturating_sub(ns(w)).max(0));
+        let behind = self
+            .lag
+            .saturating_add(late)
+            .min(CATCH_UP.as_nanos() as i64);
+        let mut t = self.clock.max(real.saturating_sub(behind)).min(real);
         loop {
+            self.clock = t;
+            self.lag = real - t;
             if self.active.is_empty() {
                 self.wakeup = None;
                 return None;
             }
-            if !self.link.open(t) {
-                self.wakeup = Some(self.watchdog(t));
+            if !self.link.open(real) {
+                let reopens = self.link.ready_at(real).max(real.saturating_add(1));
+                self.wakeup = Some(instant_at(reopens));
                 return None;
             }
             self.do_events(t);
             #[cfg(test)]
             self.check_rows(t);
             let Some((level, prio)) = self.best_row() else {
-                self.wakeup = Some(self.watchdog(t));
+                let next = self.classes_ready(t).max(t.saturating_add(1));
+                if next <= real {
+                    t = next;
+                    continue;
+                }
+                // Nothing changes before `next`: the classes are up to date.
+                self.clock = real;
+                self.lag = 0;
+                self.wakeup = Some(instant_at(next.max(self.link.ready_at(real))));
                 return None;
             };
             let leaf = self.lookup_leaf(level, prio)?;
@@ -555,8 +597,8 @@ impl Shaper {
                     *c = Cursor::At(pos + 1);
                 }
             }
-            self.charge(now, leaf, level, len as u64);
-            self.link.charge(t, len as u64);
+            self.charge(t, now, leaf, level, len as u64);
+            self.link.charge(real, len as u64);
             self.wakeup = (self.backlog > 0).then_some(now);
             return Some((len, id));
         }
@@ -873,8 +915,8 @@ impl Shaper {
     /// `htb_charge_class`: from the leaf up; classes at or above the lending level pay
     /// rate tokens (the lender counts a lend), those below only move their checkpoint
     /// (and count a borrow); every class pays ctokens, then takes its new mode.
-    fn charge(&mut self, now: Instant, leaf: usize, level: u8, bytes: u64) {
-        let t = ns(now);
+    /// Balances are charged at `t` (HTB's time), the rate meter at `now`.
+    fn charge(&mut self, t: i64, now: Instant, leaf: usize, level: u8, bytes: u64) {
         let now_us = now.as_micros();
         let mut c = Some(leaf);
         while let Some(i) = c {
@@ -969,9 +1011,10 @@ impl Shaper {
         }
     }
 
-    /// The watchdog after a dequeue found nothing: the earliest moment a backlogged leaf
-    /// could be linked into a row (a mode change on its path) and the link is open.
-    fn watchdog(&self, t: i64) -> Instant {
+    /// The watchdog's half for the classes after a dequeue found nothing at `t`: the
+    /// earliest moment a backlogged leaf could be linked into a row (a mode change on its
+    /// path), in the classes' time.
+    fn classes_ready(&self, t: i64) -> i64 {
         let mut class_ready = i64::MAX;
         for &leaf in &self.active {
             let mut c = Some(leaf);
@@ -999,9 +1042,7 @@ impl Shaper {
                 }
             }
         }
-        let at = class_ready.max(self.link.ready_at(t));
-        // Never "now": the caller would spin.
-        instant_at(at.max(t.saturating_add(1)))
+        class_ready
     }
 
     /// When a queued packet may next go (the HTB watchdog), or `None` when all queues are

@@ -15,7 +15,7 @@ mod spec;
 pub mod units;
 
 pub use self::classify::Classifier;
-pub use self::htb::{ClassStats, Enqueued, ShapeError, Shaper};
+pub use self::htb::{ClassStats, Enqueued, ShapeError, Shaper, CATCH_UP};
 pub use self::spec::{
     ClassId, ClassIdError, ClassSpec, FilterSpec, PortRange, PortRangeError, Prefix, PrefixError,
     ShapeSpec, SpecError,
