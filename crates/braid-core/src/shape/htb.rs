@@ -143,6 +143,10 @@ pub struct Shaper {
     /// How far `clock` was behind the caller's at the last dequeue (a late driver's time
     /// not yet made up), at most [`CATCH_UP`].
     lag: i64,
+    /// The watchdog the last `None` from dequeue asked for, ns: a later call is late by
+    /// the difference. `None` after a packet went (the caller was told to come back at
+    /// once, and a caller that does not is busy elsewhere, not late).
+    due: Option<i64>,
     /// Fragment groups: queued whole or dropped whole (`fragments`).
     groups: FragmentGroups,
     /// What the packets are (IP packets, or frames whose IP packet is classified).
@@ -414,6 +418,7 @@ impl Shaper {
             wakeup: None,
             clock: t,
             lag: 0,
+            due: None,
             groups: FragmentGroups::default(),
             frames: Frames::Ip,
         };
@@ -514,7 +519,7 @@ impl Shaper {
     /// kernel's HTB.
     pub fn dequeue(&mut self, now: Instant, buf: &mut [u8]) -> Option<(usize, ClassId)> {
         let real = ns(now);
-        let late = self.wakeup.map_or(0, |w| real.saturating_sub(ns(w)).max(0));
+        let late = self.due.map_or(0, |d| real.saturating_sub(d).max(0));
         let behind = self
             .lag
             .saturating_add(late)
@@ -529,6 +534,7 @@ impl Shaper {
             }
             if !self.link.open(real) {
                 let reopens = self.link.ready_at(real).max(real.saturating_add(1));
+                self.due = Some(reopens);
                 self.wakeup = Some(instant_at(reopens));
                 return None;
             }
@@ -536,15 +542,21 @@ impl Shaper {
             #[cfg(test)]
             self.check_rows(t);
             let Some((level, prio)) = self.best_row() else {
-                let next = self.classes_ready(t).max(t.saturating_add(1));
-                if next <= real {
+                // Behind `now`: on to the next mode change (any class's, as the kernel's
+                // watchdog; a cheap step when it frees nothing).
+                if let Some(next) = self.wait.first_key().filter(|&k| k > t && k <= real) {
                     t = next;
                     continue;
                 }
-                // Nothing changes before `next`: the classes are up to date.
+                // Nothing changes before `now`: the classes are up to date.
                 self.clock = real;
                 self.lag = 0;
-                self.wakeup = Some(instant_at(next.max(self.link.ready_at(real))));
+                let next = self
+                    .classes_ready(real)
+                    .max(self.link.ready_at(real))
+                    .max(real.saturating_add(1));
+                self.due = Some(next);
+                self.wakeup = Some(instant_at(next));
                 return None;
             };
             let leaf = self.lookup_leaf(level, prio)?;
@@ -599,6 +611,7 @@ impl Shaper {
             }
             self.charge(t, now, leaf, level, len as u64);
             self.link.charge(real, len as u64);
+            self.due = None;
             self.wakeup = (self.backlog > 0).then_some(now);
             return Some((len, id));
         }

@@ -189,6 +189,12 @@ impl WaitQueue {
         }
     }
 
+    /// The earliest event, if any.
+    #[inline]
+    pub(super) fn first_key(&self) -> Option<i64> {
+        self.heap.first().map(|&(key, _)| key)
+    }
+
     /// Takes out a class whose event is due at `t` (`htb_do_events`), if any.
     #[inline]
     pub(super) fn pop_due(&mut self, t: i64) -> Option<usize> {
