@@ -497,6 +497,7 @@ impl Shaper {
         if self.backlog == 0 {
             self.clock = ns(now);
             self.lag = 0;
+            self.due = None;
         }
         self.backlog += 1;
         if was_idle {
