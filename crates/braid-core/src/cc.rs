@@ -648,6 +648,14 @@ impl PathCc {
         self.total_sent.saturating_sub(self.acked_cum)
     }
 
+    /// Datagrams sent and not yet acknowledged or declared lost.
+    pub(crate) fn inflight_datagrams(&self) -> u32 {
+        match (self.last_sent_seq, self.acked_seq) {
+            (Some(last), Some(acked)) if self.inflight_bytes() > 0 => last.wrapping_sub(acked),
+            _ => 0,
+        }
+    }
+
     /// Minimum RTT seen recently.
     pub(crate) fn min_rtt(&self) -> Option<Duration> {
         self.has_min_rtt

@@ -18,8 +18,16 @@ use crate::{Instant, PathId};
 
 /// Acknowledge after this many data datagrams...
 pub(crate) const ACK_EVERY: u32 = 8;
-/// ...or this long after the first unacknowledged one.
+/// ...or this long after the first unacknowledged one...
 pub(crate) const ACK_DELAY: Duration = Duration::from_millis(2);
+/// ...or, on a path too slow for that to be cheap, later: the acks of a sparse stream
+/// take at most 1/`ACK_SHARE` of what the path carries the other way...
+const ACK_SHARE: u64 = 256;
+/// ...counting an ack as this many bytes on the wire (sealed, with IPv4, UDP and an
+/// Ethernet header: 99)...
+const ACK_WIRE_BYTES: u64 = 100;
+/// ...and never later than this.
+pub(crate) const ACK_DELAY_MAX: Duration = Duration::from_millis(20);
 /// Slack on top of twice the RTT before a path with unacknowledged data counts as stalled.
 const STALL_SLACK: Duration = Duration::from_millis(10);
 
@@ -43,7 +51,8 @@ pub(crate) struct RxState {
     pub(crate) highest_at: Instant,
     pub(crate) unacked: u32,
     pub(crate) first_unacked: Option<Instant>,
-    /// The path's ack delay (`PathConfig::ack_delay`).
+    /// The path's ack delay (`PathConfig::ack_delay`, else [`ACK_DELAY`]): the least
+    /// it waits (see [`Link::ack_delay`]).
     pub(crate) ack_delay: Duration,
 }
 
@@ -63,12 +72,13 @@ impl RxState {
         self.first_unacked.get_or_insert(now);
     }
 
-    pub(crate) fn ack_due(&self) -> Option<Instant> {
+    /// When the ack is due if fewer than [`ACK_EVERY`] datagrams may wait `delay`.
+    pub(crate) fn ack_due(&self, delay: Duration) -> Option<Instant> {
         let first = self.first_unacked?;
         if self.unacked >= ACK_EVERY {
             Some(first)
         } else {
-            Some(first + self.ack_delay)
+            Some(first + delay)
         }
     }
 
@@ -84,6 +94,16 @@ impl RxState {
             hold: now.saturating_since(self.highest_at),
         })
     }
+}
+
+/// The ack delay of a UDP path whose capacity towards the peer is `capacity_bps` (0:
+/// not measured yet); see [`Link::ack_delay`].
+fn sparse_ack_delay(capacity_bps: u64) -> Duration {
+    if capacity_bps == 0 {
+        return ACK_DELAY;
+    }
+    let ns = ACK_WIRE_BYTES * 8 * ACK_SHARE * 1_000_000_000 / capacity_bps;
+    Duration::from_nanos(ns).clamp(ACK_DELAY, ACK_DELAY_MAX)
 }
 
 /// A path of the bond.
@@ -245,14 +265,47 @@ impl Link {
         Some(q)
     }
 
+    /// How long this end may hold an ack for fewer than [`ACK_EVERY`] datagrams. A
+    /// configured delay (serial lines) as it is. Otherwise [`ACK_DELAY`], or longer on a
+    /// slow path: acks go back on the path they acknowledge, so the acks of a sparse
+    /// stream (the tunnelled TCP acks of a bulk transfer the other way, a few hundred
+    /// small datagrams a second) compete with this end's own data there, and at 2 ms
+    /// they took 1-1.5 % of a 10-20 Mbit/s path. They now take at most 1/[`ACK_SHARE`]
+    /// of the path's capacity towards the peer (this end's congestion control measures
+    /// it), waiting at most [`ACK_DELAY_MAX`].
+    pub(crate) fn ack_delay(&self) -> Duration {
+        if self.cfg.ack_delay.is_some() {
+            return self.rx.ack_delay;
+        }
+        sparse_ack_delay(self.cc.capacity_bps())
+    }
+
+    /// When this end owes the peer an ack.
+    pub(crate) fn ack_due(&self) -> Option<Instant> {
+        self.rx.ack_due(self.ack_delay())
+    }
+
+    /// How long the peer may hold its ack of what is in flight: with [`ACK_EVERY`]
+    /// datagrams or more out it acks on the last of them, otherwise its delay, which
+    /// depends on its estimate of this path's capacity towards us and so is taken at its
+    /// bound. A configured delay is the same at both ends (a serial line's ends derive
+    /// it from the same baud and MTU).
+    fn peer_ack_wait(&self) -> Duration {
+        if self.cfg.ack_delay.is_some() {
+            self.rx.ack_delay
+        } else if self.cc.inflight_datagrams() >= ACK_EVERY {
+            ACK_DELAY
+        } else {
+            ACK_DELAY_MAX
+        }
+    }
+
     /// How long data may go unacknowledged before the path counts as stalled: twice
-    /// the smoothed RTT plus the receiver's ack delay, a serial line's frame time and
-    /// some slack.
+    /// the smoothed RTT plus the time the peer may hold its ack, a serial line's frame
+    /// time and some slack.
     fn stall_timeout(&self) -> Duration {
         let srtt = self.srtt().unwrap_or(Duration::from_millis(100));
-        // The peer's ack delay is taken to be this end's: both ends of a serial line
-        // derive it from the same baud and MTU, UDP paths use ACK_DELAY on both.
-        srtt * 2 + self.rx.ack_delay + self.frames_time() + STALL_SLACK
+        srtt * 2 + self.peer_ack_wait() + self.frames_time() + STALL_SLACK
     }
 
     /// On a fixed-rate path (a serial line), the line time of two of its largest frames:
@@ -401,7 +454,7 @@ impl Link {
         if self.probe_out.is_some() || self.probe_ack_out.is_some() {
             return Some(now);
         }
-        let mut t = self.rx.ack_due();
+        let mut t = self.ack_due();
         if self.is_up() {
             if let Some(head) = self.queue.front() {
                 let data = self
@@ -524,16 +577,17 @@ mod tests {
             ack_delay: Duration::from_millis(250),
             ..RxState::default()
         };
-        assert_eq!(rx.ack_due(), None);
+        let d = rx.ack_delay;
+        assert_eq!(rx.ack_due(d), None);
         rx.on_data(t0, 1, 5, 100);
-        assert_eq!(rx.ack_due(), Some(t0 + Duration::from_millis(250)));
+        assert_eq!(rx.ack_due(d), Some(t0 + Duration::from_millis(250)));
         for k in 2..=ACK_EVERY {
             rx.on_data(t0 + Duration::from_millis(u64::from(k)), k, 5, 100);
         }
-        assert_eq!(rx.ack_due(), Some(t0), "eight datagrams: at once");
+        assert_eq!(rx.ack_due(d), Some(t0), "eight datagrams: at once");
         let a = rx.take_ack(t0 + Duration::from_millis(10)).unwrap();
         assert_eq!(a.highest_path_seq, ACK_EVERY);
-        assert_eq!(rx.ack_due(), None);
+        assert_eq!(rx.ack_due(d), None);
         // A path built without a delay uses the UDP default.
         let l = Link::new(
             PathId(0),
@@ -554,8 +608,39 @@ mod tests {
             0,
         );
         assert_eq!(l.rx.ack_delay, Duration::from_millis(300));
+        assert_eq!(
+            l.ack_delay(),
+            Duration::from_millis(300),
+            "configured: as it is"
+        );
         // The stall timeout allows for it.
         assert!(l.stall_timeout() >= Duration::from_millis(300));
+    }
+
+    /// A UDP path's acks wait 2 ms, or as long as keeps a sparse stream's acks (100 bytes
+    /// each, at most one per delay) under 1/256 of the capacity they compete with: 20 ms
+    /// at most.
+    #[test]
+    fn a_slow_paths_acks_wait_longer() {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        assert_eq!(sparse_ack_delay(0), ACK_DELAY, "nothing measured yet");
+        assert_eq!(sparse_ack_delay(1_000_000_000), ACK_DELAY);
+        assert_eq!(ms(sparse_ack_delay(100_000_000)), 2.048);
+        assert_eq!(ms(sparse_ack_delay(40_000_000)), 5.12);
+        assert_eq!(ms(sparse_ack_delay(20_000_000)), 10.24);
+        assert_eq!(sparse_ack_delay(10_000_000), ACK_DELAY_MAX);
+        assert_eq!(sparse_ack_delay(1), ACK_DELAY_MAX);
+        // A fresh path has measured nothing: the default.
+        let l = Link::new(
+            PathId(0),
+            PathConfig::default(),
+            HealthConfig::default(),
+            Instant::from_millis(1000),
+            0,
+        );
+        assert_eq!(l.ack_delay(), ACK_DELAY);
+        // Nothing in flight: the peer's ack may take its longest delay.
+        assert!(l.stall_timeout() >= ACK_DELAY_MAX + Duration::from_millis(200));
     }
 
     #[test]

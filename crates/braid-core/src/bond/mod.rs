@@ -130,8 +130,8 @@ pub struct PathConfig {
     /// Congestion control.
     pub cc: CcConfig,
     /// How long the receiver may hold an ack after the first unacknowledged data
-    /// datagram (`None`: 2 ms). Slow serial lines use a few frame times, so acks take a
-    /// small share of the line.
+    /// datagram (`None`: 2 ms, longer on a slow path, see `Link::ack_delay`). Slow serial
+    /// lines use a few frame times, so acks take a small share of the line.
     pub ack_delay: Option<Duration>,
     /// The path's rate is known, not estimated (a serial line: `bps` is what the line
     /// carries): pace at `bps`, never below, whatever the bandwidth estimate says; the
@@ -851,7 +851,7 @@ impl Bond {
                 echo_timestamp,
                 hold: now.saturating_since(at),
             }
-        } else if link.rx.ack_due().is_some_and(|t| t <= now) {
+        } else if link.ack_due().is_some_and(|t| t <= now) {
             Message::Ack(link.rx.take_ack(now)?)
         } else if let Some(probe_seq) = link.probe_out.take() {
             Message::Probe {

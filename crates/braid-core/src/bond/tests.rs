@@ -4,7 +4,7 @@ use core::time::Duration;
 
 use super::*;
 use crate::emu::EmuConfig;
-use crate::sim::{packet_seq, udp_packet, Pair};
+use crate::sim::{packet_seq, udp_packet, Pair, Side};
 
 const MBIT: u64 = 1_000_000;
 
@@ -1029,4 +1029,88 @@ fn a_late_loop_still_sends_every_path_at_its_rate() {
     );
     let lag = pair.a.status().pacing_lag_us;
     assert!(lag <= 100, "lag {lag} µs with a punctual loop");
+}
+
+/// `pps` small packets a second from B to A between `start` and `stop` (the acks of a
+/// TCP transfer from A, as they come back through the tunnel); how many were sent.
+fn sparse_b_to_a(pair: &mut Pair, pps: u64, start: Instant, stop: Instant, sent: &mut u64) {
+    let now = pair.now.min(stop);
+    if now < start {
+        return;
+    }
+    let due = (now - start).as_micros() as u64 * pps / 1_000_000;
+    while *sent < due {
+        let p = udp_packet(*sent, 60, 5001, 40000);
+        pair.b.handle_tun_packet(pair.now, &p);
+        *sent += 1;
+    }
+}
+
+/// A full 10 Mbit/s path from A, 400 small packets a second back from B: A's acks of
+/// them go on the path its data fills. At one per 2 ms (one per one or two packets) they
+/// took 1.5 % of the path in the lab (`rates-10-20-40`); they now wait up to 20 ms, at
+/// most 50 a second (with probes, measured: 70 a second; 416 with acks at 2 ms).
+#[test]
+fn the_acks_of_a_sparse_stream_take_little_of_a_full_slow_path() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(10, 5, 1));
+    let mut bulk = Source::new(12, 1000, 9000);
+    let (start, stop) = (Instant::from_millis(1000), Instant::from_millis(9000));
+    let mut sparse = 0;
+    pair.run_until(Instant::from_millis(3000), |p| {
+        bulk.feed(p);
+        sparse_b_to_a(p, 400, start, stop, &mut sparse);
+    });
+    let (offered, data) = (
+        pair.carried(0, Side::A).offered,
+        pair.a.status().paths[0].tx_packets,
+    );
+    pair.run_until(Instant::from_millis(8000), |p| {
+        bulk.feed(p);
+        sparse_b_to_a(p, 400, start, stop, &mut sparse);
+    });
+    let a = pair.a.status();
+    let control = pair.carried(0, Side::A).offered - offered - (a.paths[0].tx_packets - data);
+    let per_sec = control as f64 / 5.0;
+    // At most 50 acks, and 10 probes and 10 answers to B's.
+    assert!(
+        per_sec <= 72.0,
+        "{per_sec} control datagrams a second from A"
+    );
+    assert!(a.paths[0].capacity_bps > 9 * MBIT, "{:?}", a.paths[0]);
+    pair.run_until(Instant::from_millis(10_000), |p| bulk.feed(p));
+    assert_eq!(
+        pair.delivered_a.len() as u64,
+        sparse,
+        "every sparse packet arrived"
+    );
+}
+
+/// The peer may hold its ack of a few datagrams up to 20 ms on a slow path: a sparse
+/// stream on a short one (1 ms each way) must not count its path as stalled meanwhile
+/// (with a stall timeout of 2 x RTT + 2 ms + 10 ms, 16 ms here, it did, 796 ms of 4 s).
+#[test]
+fn a_sparse_stream_waits_out_the_peers_ack_delay() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(10, 1, 1));
+    let mut bulk = Source::new(9, 1000, 6000);
+    let (start, stop) = (Instant::from_millis(1000), Instant::from_millis(6000));
+    let mut sparse = 0;
+    pair.run_until(Instant::from_millis(2000), |p| {
+        bulk.feed(p);
+        sparse_b_to_a(p, 200, start, stop, &mut sparse);
+    });
+    let mut stalled = 0;
+    for ms in 2001..=6000 {
+        pair.run_until(Instant::from_millis(ms), |p| {
+            bulk.feed(p);
+            sparse_b_to_a(p, 200, start, stop, &mut sparse);
+        });
+        stalled += u32::from(pair.b.status().paths[0].state == "stalled");
+    }
+    assert_eq!(
+        stalled, 0,
+        "B's path counted stalled in {stalled} of 4000 ms"
+    );
+    assert_eq!(pair.b.status().counters.stall_recoveries, 0);
 }

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use core::time::Duration;
 
 use crate::bond::{Bond, BondConfig, PathConfig};
-use crate::emu::{EmuConfig, Emulator};
+use crate::emu::{EmuConfig, EmuStats, Emulator};
 use crate::serial::LineConfig;
 use crate::{Instant, PathId};
 
@@ -185,6 +185,15 @@ impl<N: Node> Pair<N> {
         for (from_a, d) in p.held.take().unwrap_or_default() {
             let emu = if from_a { &mut p.a_to_b } else { &mut p.b_to_a };
             emu.push(now, &d);
+        }
+    }
+
+    /// What `from` has put on path `i` so far (its emulator's counts that way).
+    pub fn carried(&self, i: usize, from: Side) -> EmuStats {
+        let p = &self.paths[i];
+        match from {
+            Side::A => p.a_to_b.stats(),
+            Side::B => p.b_to_a.stats(),
         }
     }
 
