@@ -16,13 +16,18 @@ use crate::sched::PathState;
 use crate::wire::Ack;
 use crate::{Instant, PathId};
 
-/// Acknowledge after this many data datagrams...
+/// Acknowledge at once after this many data datagrams (on a UDP path: of at least
+/// `ACK_LARGE` bytes)...
 pub(crate) const ACK_EVERY: u32 = 8;
-/// ...or this long after the first unacknowledged one...
+/// ...or on a UDP path after this many, however small...
+const ACK_EVERY_SMALL: u32 = 64;
+/// ...(a datagram this long or longer carries bulk data)...
+const ACK_LARGE: usize = 512;
+/// ...and otherwise this long after the first unacknowledged one...
 pub(crate) const ACK_DELAY: Duration = Duration::from_millis(2);
 /// ...or, on a path too slow for that to be cheap, later: the acks of a sparse stream
 /// take at most 1/`ACK_SHARE` of what the path carries the other way...
-const ACK_SHARE: u64 = 256;
+const ACK_SHARE: u64 = 1024;
 /// ...counting an ack as this many bytes on the wire (sealed, with IPv4, UDP and an
 /// Ethernet header: 99)...
 const ACK_WIRE_BYTES: u64 = 100;
@@ -50,6 +55,8 @@ pub(crate) struct RxState {
     pub(crate) highest_timestamp: u32,
     pub(crate) highest_at: Instant,
     pub(crate) unacked: u32,
+    /// Of them, datagrams of at least [`ACK_LARGE`] bytes.
+    pub(crate) unacked_large: u32,
     pub(crate) first_unacked: Option<Instant>,
     /// The path's ack delay (`PathConfig::ack_delay`, else [`ACK_DELAY`]): the least
     /// it waits (see [`Link::ack_delay`]).
@@ -69,13 +76,15 @@ impl RxState {
             self.highest_at = now;
         }
         self.unacked += 1;
+        self.unacked_large += u32::from(len >= ACK_LARGE);
         self.first_unacked.get_or_insert(now);
     }
 
-    /// When the ack is due if fewer than [`ACK_EVERY`] datagrams may wait `delay`.
-    pub(crate) fn ack_due(&self, delay: Duration) -> Option<Instant> {
+    /// When the ack is due: at once once `every` is reached, else `delay` after the
+    /// first unacknowledged datagram.
+    pub(crate) fn ack_due(&self, delay: Duration, every: AckEvery) -> Option<Instant> {
         let first = self.first_unacked?;
-        if self.unacked >= ACK_EVERY {
+        if every.reached(self.unacked, self.unacked_large) {
             Some(first)
         } else {
             Some(first + delay)
@@ -85,6 +94,7 @@ impl RxState {
     pub(crate) fn take_ack(&mut self, now: Instant) -> Option<Ack> {
         let highest = self.highest_path_seq?;
         self.unacked = 0;
+        self.unacked_large = 0;
         self.first_unacked = None;
         Some(Ack {
             highest_path_seq: highest,
@@ -93,6 +103,33 @@ impl RxState {
             echo_timestamp: self.highest_timestamp,
             hold: now.saturating_since(self.highest_at),
         })
+    }
+}
+
+/// What makes an ack due at once: this many datagrams, or this many large ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AckEvery {
+    datagrams: u32,
+    large: u32,
+}
+
+impl AckEvery {
+    /// A serial line's: [`ACK_EVERY`] datagrams of any size (its ack delay is derived
+    /// from them).
+    const LINE: AckEvery = AckEvery {
+        datagrams: ACK_EVERY,
+        large: ACK_EVERY,
+    };
+    /// A UDP path's: [`ACK_EVERY`] large datagrams (bulk data, acked as on a line), or
+    /// [`ACK_EVERY_SMALL`] of any size: a stream of small ones (tunnelled TCP acks) is
+    /// acked by the delay, not every eighth.
+    const UDP: AckEvery = AckEvery {
+        datagrams: ACK_EVERY_SMALL,
+        large: ACK_EVERY,
+    };
+
+    fn reached(self, datagrams: u32, large: u32) -> bool {
+        datagrams >= self.datagrams || large >= self.large
     }
 }
 
@@ -265,14 +302,14 @@ impl Link {
         Some(q)
     }
 
-    /// How long this end may hold an ack for fewer than [`ACK_EVERY`] datagrams. A
-    /// configured delay (serial lines) as it is. Otherwise [`ACK_DELAY`], or longer on a
+    /// How long this end may hold an ack before [`AckEvery`] is reached. A configured
+    /// delay (serial lines) as it is. Otherwise [`ACK_DELAY`], or longer on a
     /// slow path: acks go back on the path they acknowledge, so the acks of a sparse
     /// stream (the tunnelled TCP acks of a bulk transfer the other way, a few hundred
     /// small datagrams a second) compete with this end's own data there, and at 2 ms
     /// they took 1-1.5 % of a 10-20 Mbit/s path. They now take at most 1/[`ACK_SHARE`]
-    /// of the path's capacity towards the peer (this end's congestion control measures
-    /// it), waiting at most [`ACK_DELAY_MAX`].
+    /// (0.1 %) of the path's capacity towards the peer (this end's congestion control
+    /// measures it), waiting at most [`ACK_DELAY_MAX`].
     pub(crate) fn ack_delay(&self) -> Duration {
         if self.cfg.ack_delay.is_some() {
             return self.rx.ack_delay;
@@ -280,20 +317,39 @@ impl Link {
         sparse_ack_delay(self.cc.capacity_bps())
     }
 
-    /// When this end owes the peer an ack.
-    pub(crate) fn ack_due(&self) -> Option<Instant> {
-        self.rx.ack_due(self.ack_delay())
+    /// What makes an ack due at once on this path (both ends alike).
+    fn ack_every(&self) -> AckEvery {
+        if self.cfg.ack_delay.is_some() {
+            AckEvery::LINE
+        } else {
+            AckEvery::UDP
+        }
     }
 
-    /// How long the peer may hold its ack of what is in flight: with [`ACK_EVERY`]
-    /// datagrams or more out it acks on the last of them, otherwise its delay, which
-    /// depends on its estimate of this path's capacity towards us and so is taken at its
-    /// bound. A configured delay is the same at both ends (a serial line's ends derive
-    /// it from the same baud and MTU).
+    /// When this end owes the peer an ack.
+    pub(crate) fn ack_due(&self) -> Option<Instant> {
+        self.rx.ack_due(self.ack_delay(), self.ack_every())
+    }
+
+    /// How long the peer may hold its ack of what is in flight: with enough out to make
+    /// an ack due ([`AckEvery`]) it acks on the last of it, otherwise after its delay,
+    /// which depends on its estimate of this path's capacity towards us and so is taken
+    /// at its bound. A configured delay is the same at both ends (a serial line's ends
+    /// derive it from the same baud and MTU).
     fn peer_ack_wait(&self) -> Duration {
+        // `out` datagrams in flight, at least `large` of them large: each small one is
+        // under ACK_LARGE bytes, none is over the largest sent.
+        let out = self.cc.inflight_datagrams();
+        let small_max = (ACK_LARGE - 1) as u64;
+        let large = self
+            .cc
+            .inflight_bytes()
+            .saturating_sub(u64::from(out) * small_max)
+            / (self.largest_sent.max(ACK_LARGE) as u64 - small_max);
+        let large = u32::try_from(large).unwrap_or(u32::MAX);
         if self.cfg.ack_delay.is_some() {
             self.rx.ack_delay
-        } else if self.cc.inflight_datagrams() >= ACK_EVERY {
+        } else if self.ack_every().reached(out, large) {
             ACK_DELAY
         } else {
             ACK_DELAY_MAX
@@ -577,17 +633,30 @@ mod tests {
             ack_delay: Duration::from_millis(250),
             ..RxState::default()
         };
-        let d = rx.ack_delay;
-        assert_eq!(rx.ack_due(d), None);
+        let (d, line) = (rx.ack_delay, AckEvery::LINE);
+        assert_eq!(rx.ack_due(d, line), None);
         rx.on_data(t0, 1, 5, 100);
-        assert_eq!(rx.ack_due(d), Some(t0 + Duration::from_millis(250)));
+        assert_eq!(rx.ack_due(d, line), Some(t0 + Duration::from_millis(250)));
         for k in 2..=ACK_EVERY {
             rx.on_data(t0 + Duration::from_millis(u64::from(k)), k, 5, 100);
         }
-        assert_eq!(rx.ack_due(d), Some(t0), "eight datagrams: at once");
+        assert_eq!(rx.ack_due(d, line), Some(t0), "eight datagrams: at once");
+        // On a UDP path eight small ones wait; eight large ones, or 64 small, do not.
+        let udp = AckEvery::UDP;
+        assert_eq!(rx.ack_due(d, udp), Some(t0 + d));
         let a = rx.take_ack(t0 + Duration::from_millis(10)).unwrap();
         assert_eq!(a.highest_path_seq, ACK_EVERY);
-        assert_eq!(rx.ack_due(d), None);
+        assert_eq!(rx.ack_due(d, line), None);
+        for k in 0..ACK_EVERY {
+            rx.on_data(t0, 100 + k, 5, 1400);
+        }
+        assert_eq!(rx.ack_due(d, udp), Some(t0), "eight of 1400 bytes");
+        rx.take_ack(t0);
+        for k in 0..ACK_EVERY_SMALL {
+            assert_ne!(rx.ack_due(d, udp), Some(t0), "{k} small ones");
+            rx.on_data(t0, 200 + k, 5, 72);
+        }
+        assert_eq!(rx.ack_due(d, udp), Some(t0), "64 small ones");
         // A path built without a delay uses the UDP default.
         let l = Link::new(
             PathId(0),
@@ -618,17 +687,17 @@ mod tests {
     }
 
     /// A UDP path's acks wait 2 ms, or as long as keeps a sparse stream's acks (100 bytes
-    /// each, at most one per delay) under 1/256 of the capacity they compete with: 20 ms
+    /// each, at most one per delay) under 1/1024 of the capacity they compete with: 20 ms
     /// at most.
     #[test]
     fn a_slow_paths_acks_wait_longer() {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         assert_eq!(sparse_ack_delay(0), ACK_DELAY, "nothing measured yet");
         assert_eq!(sparse_ack_delay(1_000_000_000), ACK_DELAY);
-        assert_eq!(ms(sparse_ack_delay(100_000_000)), 2.048);
-        assert_eq!(ms(sparse_ack_delay(40_000_000)), 5.12);
-        assert_eq!(ms(sparse_ack_delay(20_000_000)), 10.24);
-        assert_eq!(sparse_ack_delay(10_000_000), ACK_DELAY_MAX);
+        assert_eq!(ms(sparse_ack_delay(400_000_000)), 2.048);
+        assert_eq!(ms(sparse_ack_delay(100_000_000)), 8.192);
+        assert_eq!(ms(sparse_ack_delay(50_000_000)), 16.384);
+        assert_eq!(sparse_ack_delay(40_000_000), ACK_DELAY_MAX);
         assert_eq!(sparse_ack_delay(1), ACK_DELAY_MAX);
         // A fresh path has measured nothing: the default.
         let l = Link::new(
