@@ -327,14 +327,23 @@ impl Link {
     }
 
     /// When this end owes the peer an ack.
+    /// Bulk data ([`ACK_LARGE`] datagrams) is acked as it always was, [`ACK_DELAY`]
+    /// after the first unacknowledged datagram (the sender's model and the scheduler's
+    /// delay estimates read its acks); only a run of small datagrams waits longer.
     pub(crate) fn ack_due(&self) -> Option<Instant> {
-        self.rx.ack_due(self.ack_delay(), self.ack_every())
+        let delay = if self.rx.unacked_large > 0 {
+            self.rx.ack_delay
+        } else {
+            self.ack_delay()
+        };
+        self.rx.ack_due(delay, self.ack_every())
     }
 
-    /// How long the peer may hold its ack of what is in flight: with enough out to make
-    /// an ack due ([`AckEvery`]) it acks on the last of it, otherwise after its delay,
-    /// which depends on its estimate of this path's capacity towards us and so is taken
-    /// at its bound. A configured delay is the same at both ends (a serial line's ends
+    /// How long the peer may hold its ack of what is in flight: with a large datagram out
+    /// its delay is [`ACK_DELAY`], with enough out to make an ack due ([`AckEvery`]) it
+    /// acks on the last of it; a run of small ones may wait its sparse delay, which
+    /// depends on its estimate of this path's capacity towards us and so is taken at its
+    /// bound. A configured delay is the same at both ends (a serial line's ends
     /// derive it from the same baud and MTU).
     fn peer_ack_wait(&self) -> Duration {
         // `out` datagrams in flight, at least `large` of them large: each small one is
@@ -349,7 +358,7 @@ impl Link {
         let large = u32::try_from(large).unwrap_or(u32::MAX);
         if self.cfg.ack_delay.is_some() {
             self.rx.ack_delay
-        } else if self.ack_every().reached(out, large) {
+        } else if large > 0 || self.ack_every().reached(out, large) {
             ACK_DELAY
         } else {
             ACK_DELAY_MAX
