@@ -302,12 +302,12 @@ impl Link {
         Some(q)
     }
 
-    /// How long this end may hold an ack before [`AckEvery`] is reached. A configured
-    /// delay (serial lines) as it is. Otherwise [`ACK_DELAY`], or longer on a
-    /// slow path: acks go back on the path they acknowledge, so the acks of a sparse
-    /// stream (the tunnelled TCP acks of a bulk transfer the other way, a few hundred
-    /// small datagrams a second) compete with this end's own data there, and at 2 ms
-    /// they took 1-1.5 % of a 10-20 Mbit/s path. They now take at most 1/[`ACK_SHARE`]
+    /// How long this end may hold the ack of a run of small datagrams. A configured
+    /// delay (serial lines) as it is. Otherwise [`ACK_DELAY`], or longer on a slow
+    /// path: acks go back on the path they acknowledge, so the acks of a sparse stream
+    /// (the tunnelled TCP acks of a bulk transfer the other way, a few hundred small
+    /// datagrams a second) compete with this end's own data there, and at 2 ms they
+    /// took 1-1.5 % of a 10-20 Mbit/s path. They now take at most 1/[`ACK_SHARE`]
     /// (0.1 %) of the path's capacity towards the peer (this end's congestion control
     /// measures it), waiting at most [`ACK_DELAY_MAX`].
     pub(crate) fn ack_delay(&self) -> Duration {
@@ -326,10 +326,10 @@ impl Link {
         }
     }
 
-    /// When this end owes the peer an ack.
-    /// Bulk data ([`ACK_LARGE`] datagrams) is acked as it always was, [`ACK_DELAY`]
-    /// after the first unacknowledged datagram (the sender's model and the scheduler's
-    /// delay estimates read its acks); only a run of small datagrams waits longer.
+    /// When this end owes the peer an ack. Bulk data ([`ACK_LARGE`] datagrams) is acked
+    /// as it always was, [`ACK_DELAY`] after the first unacknowledged datagram (the
+    /// sender's model and the scheduler's delay estimates read its acks); only a run of
+    /// small datagrams waits longer.
     pub(crate) fn ack_due(&self) -> Option<Instant> {
         let delay = if self.rx.unacked_large > 0 {
             self.rx.ack_delay
@@ -340,11 +340,11 @@ impl Link {
     }
 
     /// How long the peer may hold its ack of what is in flight: with a large datagram out
-    /// its delay is [`ACK_DELAY`], with enough out to make an ack due ([`AckEvery`]) it
-    /// acks on the last of it; a run of small ones may wait its sparse delay, which
-    /// depends on its estimate of this path's capacity towards us and so is taken at its
-    /// bound. A configured delay is the same at both ends (a serial line's ends
-    /// derive it from the same baud and MTU).
+    /// its delay is [`ACK_DELAY`], with [`ACK_EVERY_SMALL`] out it acks on the last; a
+    /// run of fewer small ones may wait its sparse delay, which depends on its estimate
+    /// of this path's capacity towards us and so is taken at its bound. A configured
+    /// delay is the same at both ends (a serial line's ends derive it from the same baud
+    /// and MTU).
     fn peer_ack_wait(&self) -> Duration {
         // `out` datagrams in flight, at least `large` of them large: each small one is
         // under ACK_LARGE bytes, none is over the largest sent.
@@ -358,7 +358,7 @@ impl Link {
         let large = u32::try_from(large).unwrap_or(u32::MAX);
         if self.cfg.ack_delay.is_some() {
             self.rx.ack_delay
-        } else if large > 0 || self.ack_every().reached(out, large) {
+        } else if large > 0 || out >= ACK_EVERY_SMALL {
             ACK_DELAY
         } else {
             ACK_DELAY_MAX

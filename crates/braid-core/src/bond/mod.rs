@@ -130,8 +130,9 @@ pub struct PathConfig {
     /// Congestion control.
     pub cc: CcConfig,
     /// How long the receiver may hold an ack after the first unacknowledged data
-    /// datagram (`None`: 2 ms, longer on a slow path, see `Link::ack_delay`). Slow serial
-    /// lines use a few frame times, so acks take a small share of the line.
+    /// datagram (`None`: 2 ms; for a run of small datagrams up to 20 ms on a slow path,
+    /// see `Link::ack_delay`). Slow serial lines use a few frame times, so acks take a
+    /// small share of the line.
     pub ack_delay: Option<Duration>,
     /// The path's rate is known, not estimated (a serial line: `bps` is what the line
     /// carries): pace at `bps`, never below, whatever the bandwidth estimate says; the
