@@ -58,8 +58,8 @@ pub(crate) struct RxState {
     /// Of them, datagrams of at least [`ACK_LARGE`] bytes.
     pub(crate) unacked_large: u32,
     pub(crate) first_unacked: Option<Instant>,
-    /// The path's ack delay (`PathConfig::ack_delay`, else [`ACK_DELAY`]): the least
-    /// it waits (see [`Link::ack_delay`]).
+    /// The path's ack delay (`PathConfig::ack_delay`, else [`ACK_DELAY`]; see
+    /// [`Link::ack_due`]).
     pub(crate) ack_delay: Duration,
 }
 
@@ -80,11 +80,11 @@ impl RxState {
         self.first_unacked.get_or_insert(now);
     }
 
-    /// When the ack is due: at once once `every` is reached, else `delay` after the
-    /// first unacknowledged datagram.
-    pub(crate) fn ack_due(&self, delay: Duration, every: AckEvery) -> Option<Instant> {
+    /// When the ack is due: at once after `every` datagrams or [`ACK_EVERY`] large ones,
+    /// else `delay` after the first unacknowledged datagram.
+    pub(crate) fn ack_due(&self, delay: Duration, every: u32) -> Option<Instant> {
         let first = self.first_unacked?;
-        if every.reached(self.unacked, self.unacked_large) {
+        if self.unacked >= every || self.unacked_large >= ACK_EVERY {
             Some(first)
         } else {
             Some(first + delay)
@@ -106,35 +106,8 @@ impl RxState {
     }
 }
 
-/// What makes an ack due at once: this many datagrams, or this many large ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct AckEvery {
-    datagrams: u32,
-    large: u32,
-}
-
-impl AckEvery {
-    /// A serial line's: [`ACK_EVERY`] datagrams of any size (its ack delay is derived
-    /// from them).
-    const LINE: AckEvery = AckEvery {
-        datagrams: ACK_EVERY,
-        large: ACK_EVERY,
-    };
-    /// A UDP path's: [`ACK_EVERY`] large datagrams (bulk data, acked as on a line), or
-    /// [`ACK_EVERY_SMALL`] of any size: a stream of small ones (tunnelled TCP acks) is
-    /// acked by the delay, not every eighth.
-    const UDP: AckEvery = AckEvery {
-        datagrams: ACK_EVERY_SMALL,
-        large: ACK_EVERY,
-    };
-
-    fn reached(self, datagrams: u32, large: u32) -> bool {
-        datagrams >= self.datagrams || large >= self.large
-    }
-}
-
-/// The ack delay of a UDP path whose capacity towards the peer is `capacity_bps` (0:
-/// not measured yet); see [`Link::ack_delay`].
+/// The ack delay of a run of small datagrams on a UDP path whose capacity towards the
+/// peer is `capacity_bps` (0: not measured yet); see [`Link::ack_due`].
 fn sparse_ack_delay(capacity_bps: u64) -> Duration {
     if capacity_bps == 0 {
         return ACK_DELAY;
@@ -302,41 +275,28 @@ impl Link {
         Some(q)
     }
 
-    /// How long this end may hold the ack of a run of small datagrams. A configured
-    /// delay (serial lines) as it is. Otherwise [`ACK_DELAY`], or longer on a slow
-    /// path: acks go back on the path they acknowledge, so the acks of a sparse stream
-    /// (the tunnelled TCP acks of a bulk transfer the other way, a few hundred small
-    /// datagrams a second) compete with this end's own data there, and at 2 ms they
-    /// took 1-1.5 % of a 10-20 Mbit/s path. They now take at most 1/[`ACK_SHARE`]
-    /// (0.1 %) of the path's capacity towards the peer (this end's congestion control
-    /// measures it), waiting at most [`ACK_DELAY_MAX`].
-    pub(crate) fn ack_delay(&self) -> Duration {
-        if self.cfg.ack_delay.is_some() {
-            return self.rx.ack_delay;
-        }
-        sparse_ack_delay(self.cc.capacity_bps())
-    }
-
-    /// What makes an ack due at once on this path (both ends alike).
-    fn ack_every(&self) -> AckEvery {
-        if self.cfg.ack_delay.is_some() {
-            AckEvery::LINE
-        } else {
-            AckEvery::UDP
-        }
-    }
-
-    /// When this end owes the peer an ack. Bulk data ([`ACK_LARGE`] datagrams) is acked
-    /// as it always was, [`ACK_DELAY`] after the first unacknowledged datagram (the
-    /// sender's model and the scheduler's delay estimates read its acks); only a run of
-    /// small datagrams waits longer.
+    /// When this end owes the peer an ack. A serial line: after [`ACK_EVERY`] datagrams
+    /// or its configured delay, both ends alike. A UDP path: bulk data ([`ACK_LARGE`]
+    /// datagrams) as it always was, [`ACK_EVERY`] of them or [`ACK_DELAY`] after the
+    /// first unacknowledged datagram (the sender's model and the scheduler's delay
+    /// estimates read its acks); a run of small datagrams waits for
+    /// [`ACK_EVERY_SMALL`] or longer on a slow path. Acks go back on the path they
+    /// acknowledge, so the acks of a sparse stream (the tunnelled TCP acks of a bulk
+    /// transfer the other way, a few hundred small datagrams a second) compete with
+    /// this end's own data there, and at 2 ms they took 1-1.5 % of a 10-20 Mbit/s path.
+    /// They now take at most 1/[`ACK_SHARE`] (0.1 %) of the path's capacity towards the
+    /// peer (this end's congestion control measures it), waiting at most
+    /// [`ACK_DELAY_MAX`].
     pub(crate) fn ack_due(&self) -> Option<Instant> {
+        if self.cfg.ack_delay.is_some() {
+            return self.rx.ack_due(self.rx.ack_delay, ACK_EVERY);
+        }
         let delay = if self.rx.unacked_large > 0 {
-            self.rx.ack_delay
+            ACK_DELAY
         } else {
-            self.ack_delay()
+            sparse_ack_delay(self.cc.capacity_bps())
         };
-        self.rx.ack_due(delay, self.ack_every())
+        self.rx.ack_due(delay, ACK_EVERY_SMALL)
     }
 
     /// How long the peer may hold its ack of what is in flight: with a large datagram out
@@ -642,7 +602,7 @@ mod tests {
             ack_delay: Duration::from_millis(250),
             ..RxState::default()
         };
-        let (d, line) = (rx.ack_delay, AckEvery::LINE);
+        let (d, line) = (rx.ack_delay, ACK_EVERY);
         assert_eq!(rx.ack_due(d, line), None);
         rx.on_data(t0, 1, 5, 100);
         assert_eq!(rx.ack_due(d, line), Some(t0 + Duration::from_millis(250)));
@@ -651,7 +611,7 @@ mod tests {
         }
         assert_eq!(rx.ack_due(d, line), Some(t0), "eight datagrams: at once");
         // On a UDP path eight small ones wait; eight large ones, or 64 small, do not.
-        let udp = AckEvery::UDP;
+        let udp = ACK_EVERY_SMALL;
         assert_eq!(rx.ack_due(d, udp), Some(t0 + d));
         let a = rx.take_ack(t0 + Duration::from_millis(10)).unwrap();
         assert_eq!(a.highest_path_seq, ACK_EVERY);
@@ -686,11 +646,14 @@ mod tests {
             0,
         );
         assert_eq!(l.rx.ack_delay, Duration::from_millis(300));
+        let mut l = l;
+        l.rx.on_data(t0, 1, 5, 72);
         assert_eq!(
-            l.ack_delay(),
-            Duration::from_millis(300),
+            l.ack_due(),
+            Some(t0 + Duration::from_millis(300)),
             "configured: as it is"
         );
+        l.rx.take_ack(t0);
         // The stall timeout allows for it.
         assert!(l.stall_timeout() >= Duration::from_millis(300));
     }
@@ -709,16 +672,18 @@ mod tests {
         assert_eq!(sparse_ack_delay(40_000_000), ACK_DELAY_MAX);
         assert_eq!(sparse_ack_delay(1), ACK_DELAY_MAX);
         // A fresh path has measured nothing: the default.
-        let l = Link::new(
+        let mut l = Link::new(
             PathId(0),
             PathConfig::default(),
             HealthConfig::default(),
             Instant::from_millis(1000),
             0,
         );
-        assert_eq!(l.ack_delay(), ACK_DELAY);
         // Nothing in flight: the peer's ack may take its longest delay.
         assert!(l.stall_timeout() >= ACK_DELAY_MAX + Duration::from_millis(200));
+        let t0 = Instant::from_millis(1000);
+        l.rx.on_data(t0, 1, 5, 72);
+        assert_eq!(l.ack_due(), Some(t0 + ACK_DELAY));
     }
 
     #[test]

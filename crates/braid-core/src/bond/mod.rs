@@ -131,7 +131,7 @@ pub struct PathConfig {
     pub cc: CcConfig,
     /// How long the receiver may hold an ack after the first unacknowledged data
     /// datagram (`None`: 2 ms; for a run of small datagrams up to 20 ms on a slow path,
-    /// see `Link::ack_delay`). Slow serial lines use a few frame times, so acks take a
+    /// see `Link::ack_due`). Slow serial lines use a few frame times, so acks take a
     /// small share of the line.
     pub ack_delay: Option<Duration>,
     /// The path's rate is known, not estimated (a serial line: `bps` is what the line
