@@ -118,7 +118,7 @@ fn sans_checksums(p: &[u8]) -> Vec<u8> {
 fn coalesce(packets: &[Vec<u8>], frame_cap: usize, udp: bool) {
     let mut c = Coalescer::new(4, frame_cap).with_udp(udp);
     let mut pushed: Vec<Vec<Vec<u8>>> = Vec::new();
-    let check = |c: &Coalescer, pushed: &[Vec<Vec<u8>>]| {
+    let check = |c: &mut Coalescer, pushed: &[Vec<Vec<u8>>]| {
         assert_eq!(c.len(), pushed.len());
         for (f, ins) in c.frames().zip(pushed) {
             let merged = vnet::VnetHdr::parse(f).expect("header").gso_type != vnet::GSO_NONE;
@@ -137,7 +137,7 @@ fn coalesce(packets: &[Vec<u8>], frame_cap: usize, udp: bool) {
     for p in packets {
         let r = match c.push(p) {
             Err(PushError::Full) => {
-                check(&c, &pushed);
+                check(&mut c, &pushed);
                 c.clear();
                 pushed.clear();
                 c.push(p)
@@ -157,7 +157,7 @@ fn coalesce(packets: &[Vec<u8>], frame_cap: usize, udp: bool) {
             Err(PushError::Full) => panic!("full right after clear"),
         }
     }
-    check(&c, &pushed);
+    check(&mut c, &pushed);
 }
 
 fuzz_target!(|data: &[u8]| {

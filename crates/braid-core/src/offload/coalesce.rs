@@ -81,6 +81,8 @@ struct Slot {
     len: usize,
     /// Set for a TCP frame that may take more segments.
     tcp: Option<Item>,
+    /// Segments were appended since its headers were last written ([`Coalescer::finish`]).
+    stale: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -137,15 +139,23 @@ impl Coalescer {
     }
 
     /// Frame `i`: the bytes to write to the TUN.
-    pub fn frame(&self, i: usize) -> Option<&[u8]> {
-        let s = self.frames.get(i)?;
-        self.store
-            .get(i * self.frame_cap..i * self.frame_cap + s.len)
+    pub fn frame(&mut self, i: usize) -> Option<&[u8]> {
+        self.finish(i);
+        self.bytes(i)
     }
 
     /// The frames in order.
-    pub fn frames(&self) -> impl Iterator<Item = &[u8]> {
-        (0..self.frames.len()).filter_map(|i| self.frame(i))
+    pub fn frames(&mut self) -> impl Iterator<Item = &[u8]> {
+        for i in 0..self.frames.len() {
+            self.finish(i);
+        }
+        (0..self.frames.len()).filter_map(|i| self.bytes(i))
+    }
+
+    fn bytes(&self, i: usize) -> Option<&[u8]> {
+        let s = self.frames.get(i)?;
+        self.store
+            .get(i * self.frame_cap..i * self.frame_cap + s.len)
     }
 
     /// Start a new batch (the frames were written).
@@ -205,6 +215,7 @@ impl Coalescer {
         self.frames.push(Slot {
             len: vnet::LEN + packet.len(),
             tcp,
+            stale: false,
         });
         Ok(Pushed {
             frame: i,
@@ -272,12 +283,35 @@ impl Coalescer {
         item.segs += 1;
         item.next_seq = s.seq.wrapping_add(s.payload as u32);
         item.closed = s.payload < h.payload || s.psh;
-        let pkt = &mut frame[vnet::LEN..];
         if s.psh {
-            pkt[t + 13] |= TCP_PSH;
+            frame[vnet::LEN + t + 13] |= TCP_PSH;
         }
-        // The IP header: length (and the IPv4 header checksum).
-        if s.v6 {
+        self.frames[i] = Slot {
+            len: slot.len + s.payload,
+            tcp: Some(item),
+            stale: true,
+        };
+        true
+    }
+
+    /// Write frame `i`'s headers for what it holds, once, when it is read (not on every
+    /// segment appended): the IP length (and IPv4 header checksum), UDP length, the
+    /// transport checksum field's pseudo-header sum and the virtio header.
+    fn finish(&mut self, i: usize) {
+        let Some(slot) = self.frames.get_mut(i) else {
+            return;
+        };
+        let (true, Some(item)) = (slot.stale, slot.tcp) else {
+            return;
+        };
+        slot.stale = false;
+        let h = item.seg;
+        let t = h.ip_len;
+        let at = i * self.frame_cap;
+        let frame = &mut self.store[at..at + slot.len];
+        let ip_len = slot.len - vnet::LEN;
+        let pkt = &mut frame[vnet::LEN..];
+        if h.v6 {
             let n = u16::try_from(ip_len - 40).unwrap_or(u16::MAX);
             pkt[4..6].copy_from_slice(&n.to_be_bytes());
         } else {
@@ -288,17 +322,17 @@ impl Coalescer {
             pkt[10..12].copy_from_slice(&c.to_be_bytes());
         }
         // The checksum field holds the pseudo-header sum; the kernel adds the rest.
-        let (proto, csum_offset, gso_type) = match (s.udp, s.v6) {
+        let (proto, csum_offset, gso_type) = match (h.udp, h.v6) {
             (true, _) => (PROTO_UDP, 6, vnet::GSO_UDP_L4),
             (false, true) => (PROTO_TCP, 16, vnet::GSO_TCPV6),
             (false, false) => (PROTO_TCP, 16, vnet::GSO_TCPV4),
         };
-        if s.udp {
+        if h.udp {
             // The UDP length covers the whole superframe (as wireguard-go writes it).
             let n = u16::try_from(ip_len - t).unwrap_or(u16::MAX);
             pkt[t + 4..t + 6].copy_from_slice(&n.to_be_bytes());
         }
-        let partial = pseudo_sum(pkt, s.v6, proto, ip_len - t);
+        let partial = pseudo_sum(pkt, h.v6, proto, ip_len - t);
         let at = t + usize::from(csum_offset);
         pkt[at..at + 2].copy_from_slice(&partial.to_be_bytes());
         let hdr = VnetHdr {
@@ -311,11 +345,6 @@ impl Coalescer {
         };
         // The frame is LEN bytes or more: emit cannot fail.
         let _ = hdr.emit(frame);
-        self.frames[i] = Slot {
-            len: slot.len + s.payload,
-            tcp: Some(item),
-        };
-        true
     }
 }
 
