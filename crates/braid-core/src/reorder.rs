@@ -161,6 +161,9 @@ pub struct ReorderBuffer {
     arrivals: VecDeque<u64>,
     /// Buffers of delivered packets, for the next ones (room for 2 × capacity reserved).
     spare: Vec<Vec<u8>>,
+    /// The packet [`ReorderBuffer::poll_ref`] lent last; back to `spare` on the next call
+    /// that takes `&mut self`.
+    lent: Vec<u8>,
     /// Bit `s & history_mask` = 1 if `s` (behind `next`) was delivered, 0 if skipped.
     history: Vec<u64>,
     history_mask: u64,
@@ -207,6 +210,7 @@ impl ReorderBuffer {
             ready_len: 0,
             arrivals: VecDeque::with_capacity(2 * cap),
             spare: Vec::with_capacity(2 * cap),
+            lent: Vec::new(),
             history: vec![0; (history_len / 64) as usize],
             history_mask: history_len - 1,
             next: None,
@@ -284,6 +288,8 @@ impl ReorderBuffer {
         release: Instant,
         data: &[u8],
     ) -> Inserted {
+        // Whatever `poll_ref` lent is no longer borrowed: its buffer may take this packet.
+        give_back(&mut self.spare, &mut self.lent);
         let release = release.max(now);
         let next = match self.next {
             Some(n) => n,
@@ -526,65 +532,75 @@ impl ReorderBuffer {
     /// tried.
     pub fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
-            if self.ready_len > 0 {
-                if self
-                    .ready
-                    .get(self.ready_head)
-                    .is_some_and(|r| r.release > now)
-                {
-                    return None;
-                }
-                let head = self.ready_head;
-                self.ready_head = (self.ready_head + 1) % self.ready.len();
-                self.ready_len -= 1;
-                let r = self.ready.get_mut(head)?;
-                let (kind, arrived, release) = (r.kind, r.arrived, r.release);
-                let copied = copy_out(&r.data, buf);
-                give_back(&mut self.spare, &mut r.data);
-                if let Some(n) = copied {
-                    self.count_delivery(kind, now, arrived, release);
-                    return Some(n);
-                }
-                self.stats.dropped += 1;
-                continue;
-            }
-            if self.held == 0 {
-                return None;
-            }
-            let next = self.next?;
-            if !self.is_held(next) {
-                match self.gap_expiry {
-                    Some(t) if t > now => return None,
-                    _ => self.skip_gap(),
-                }
-            }
-            let next = self.next?;
-            let idx = self.idx(next);
-            let slot = self.slots.get_mut(idx)?;
-            if !(slot.held && slot.seq == next) {
-                // Cannot happen: `skip_gap` stops at a held packet.
-                return None;
-            }
-            if slot.release > now {
-                return None;
-            }
-            slot.held = false;
-            let (kind, arrived, release) = (slot.kind, slot.arrived, slot.release);
-            let copied = copy_out(&slot.data, buf);
-            give_back(&mut self.spare, &mut slot.data);
-            self.held -= 1;
-            self.set_history(next, true);
-            self.next = Some(next.wrapping_add(1));
-            self.advance_contiguous();
-            if kind == Kind::Waiting {
-                self.refresh_gap();
-            }
-            if let Some(n) = copied {
+            let (kind, arrived, release) = self.take_next(now)?;
+            let n = self.lent.len();
+            if let Some(dst) = buf.get_mut(..n) {
+                dst.copy_from_slice(&self.lent);
                 self.count_delivery(kind, now, arrived, release);
                 return Some(n);
             }
             self.stats.dropped += 1;
         }
+    }
+
+    /// The next packet to deliver, lent until the next call (its buffer then goes back to
+    /// the pool): what [`ReorderBuffer::poll`] does without copying it out.
+    pub fn poll_ref(&mut self, now: Instant) -> Option<&[u8]> {
+        let (kind, arrived, release) = self.take_next(now)?;
+        self.count_delivery(kind, now, arrived, release);
+        Some(&self.lent)
+    }
+
+    /// Move the next packet due into `lent` (the one lent before goes back to the pool):
+    /// its kind, arrival and release, for [`ReorderBuffer::count_delivery`].
+    fn take_next(&mut self, now: Instant) -> Option<(Kind, Instant, Instant)> {
+        give_back(&mut self.spare, &mut self.lent);
+        if self.ready_len > 0 {
+            if self
+                .ready
+                .get(self.ready_head)
+                .is_some_and(|r| r.release > now)
+            {
+                return None;
+            }
+            let head = self.ready_head;
+            self.ready_head = (self.ready_head + 1) % self.ready.len();
+            self.ready_len -= 1;
+            let r = self.ready.get_mut(head)?;
+            core::mem::swap(&mut self.lent, &mut r.data);
+            return Some((r.kind, r.arrived, r.release));
+        }
+        if self.held == 0 {
+            return None;
+        }
+        let next = self.next?;
+        if !self.is_held(next) {
+            match self.gap_expiry {
+                Some(t) if t > now => return None,
+                _ => self.skip_gap(),
+            }
+        }
+        let next = self.next?;
+        let idx = self.idx(next);
+        let slot = self.slots.get_mut(idx)?;
+        if !(slot.held && slot.seq == next) {
+            // Cannot happen: `skip_gap` stops at a held packet.
+            return None;
+        }
+        if slot.release > now {
+            return None;
+        }
+        slot.held = false;
+        let taken = (slot.kind, slot.arrived, slot.release);
+        core::mem::swap(&mut self.lent, &mut slot.data);
+        self.held -= 1;
+        self.set_history(next, true);
+        self.next = Some(next.wrapping_add(1));
+        self.advance_contiguous();
+        if taken.0 == Kind::Waiting {
+            self.refresh_gap();
+        }
+        Some(taken)
     }
 
     /// Give up the gap at the head: skip up to the first held packet.
@@ -698,15 +714,9 @@ fn fill(spare: &mut Vec<Vec<u8>>, dst: &mut Vec<u8>, data: &[u8]) {
 /// A delivered packet's buffer back to the spares (dropped if they are full, which the
 /// 2 × capacity bound on live buffers rules out).
 fn give_back(spare: &mut Vec<Vec<u8>>, data: &mut Vec<u8>) {
-    if spare.len() < spare.capacity() {
+    if data.capacity() > 0 && spare.len() < spare.capacity() {
         spare.push(core::mem::take(data));
     }
-}
-
-fn copy_out(data: &[u8], buf: &mut [u8]) -> Option<usize> {
-    let dst = buf.get_mut(..data.len())?;
-    dst.copy_from_slice(data);
-    Some(data.len())
 }
 
 #[cfg(test)]
@@ -1075,9 +1085,43 @@ mod tests {
         slots
             .chain(ready)
             .chain(rb.spare.iter())
+            .chain([&rb.lent])
             .filter(|d| d.capacity() > 0)
             .map(|d| d.as_ptr())
             .collect()
+    }
+
+    /// `poll_ref` lends what `poll` would copy, in the same order and with the same counts,
+    /// and the lent buffer goes back to the pool: in-order traffic still uses one buffer.
+    #[test]
+    fn poll_ref_lends_what_poll_copies() {
+        let (mut a, mut b) = (ReorderBuffer::new(64), ReorderBuffer::new(64));
+        let mut buf = [0u8; 1500];
+        for base in (0..3000u64).step_by(3) {
+            // Backwards in threes: two held, then all three go.
+            for seq in [base + 2, base + 1, base] {
+                let data = [seq as u8; 700];
+                a.insert(t(base), seq, MS, &data);
+                b.insert(t(base), seq, MS, &data);
+            }
+            loop {
+                let copied = a.poll(t(base), &mut buf).map(|n| buf[..n].to_vec());
+                let lent = b.poll_ref(t(base)).map(<[u8]>::to_vec);
+                assert_eq!(copied, lent);
+                if lent.is_none() {
+                    break;
+                }
+            }
+        }
+        assert_eq!(a.stats().in_order, b.stats().in_order);
+        assert_eq!(a.stats().reordered, b.stats().reordered);
+        assert!(buffers(&b).len() <= 3, "{} buffers", buffers(&b).len());
+        let mut c = ReorderBuffer::new(64);
+        for seq in 0..1000u64 {
+            c.insert(t(seq), seq, MS, &[seq as u8; 1400]);
+            assert_eq!(c.poll_ref(t(seq)), Some(&[seq as u8; 1400][..]));
+        }
+        assert_eq!(buffers(&c).len(), 1);
     }
 
     /// Buffers come from the spares and go back to them: in-order traffic through a ring of

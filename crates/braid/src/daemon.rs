@@ -4,7 +4,7 @@
 //! into `handle_tun_packet`; path reads, in batches, into `handle_udp` or (a serial
 //! line's bytes) `handle_line_bytes`; control requests; then `turn_output`: the
 //! endpoint's timers, `poll_transmit` → each path's carrier (`daemon/carrier.rs`),
-//! `poll_deliver` → TUN write, `poll_event` → log. The loop sleeps until a fd is ready or
+//! `poll_deliver_ref` → TUN write (lent, not copied), `poll_event` → log. The loop sleeps until a fd is ready or
 //! the earliest of the endpoint's, the serial writers' and the socket-retry deadlines.
 
 use std::os::fd::AsRawFd;
@@ -103,7 +103,6 @@ pub struct Daemon {
     rx_buf: Vec<u8>,
     /// What a UDP path's socket has, read in one go.
     rx_batch: RecvBatch,
-    tun_buf: Vec<u8>,
     pollfds: Vec<libc::pollfd>,
     /// What each of `pollfds` stands for (kept, like it, to allocate nothing per turn).
     slots: Vec<Slot>,
@@ -290,7 +289,6 @@ impl Daemon {
             tx_buf: vec![0; bufsize.max(MAX_DATAGRAM)],
             rx_buf: vec![0; MAX_DATAGRAM],
             rx_batch: RecvBatch::default(),
-            tun_buf: vec![0; MAX_DATAGRAM],
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             slots: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
             tun_frames: TunFrames::new(vnet_hdr, uso),
@@ -598,10 +596,8 @@ impl Daemon {
                 p.sync_line(&mut self.ep);
             }
         }
-        while let Some(n) = self.ep.poll_deliver(now, &mut self.tun_buf) {
-            if let Some(pkt) = self.tun_buf.get(..n) {
-                self.tun_frames.deliver(&*self.tun, pkt);
-            }
+        while let Some(pkt) = self.ep.poll_deliver_ref(now) {
+            self.tun_frames.deliver(&*self.tun, pkt);
         }
         self.tun_frames.flush(&*self.tun);
         while let Some(ev) = self.ep.poll_event() {

@@ -959,6 +959,15 @@ impl Bond {
         Some(n)
     }
 
+    /// [`Bond::poll_deliver`] without the copy: the packet is lent until the next call
+    /// that takes the bond.
+    pub fn poll_deliver_ref(&mut self, now: Instant) -> Option<&[u8]> {
+        self.now = now;
+        let p = self.reorder.poll_ref(now)?;
+        self.counters.tun_tx += 1;
+        Some(p)
+    }
+
     /// Returns the next time at which `handle_timeout` (or `poll_transmit` /
     /// `poll_deliver`) has work. "Now" means: call them now.
     pub fn poll_timeout(&self) -> Option<Instant> {

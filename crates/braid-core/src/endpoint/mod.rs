@@ -189,6 +189,8 @@ pub struct Endpoint {
     /// (reused: no allocation per packet once warm).
     raw_ip_rx: VecDeque<Vec<u8>>,
     raw_ip_free: Vec<Vec<u8>>,
+    /// The raw IP packet [`Endpoint::poll_deliver_ref`] lent last.
+    raw_ip_lent: Vec<u8>,
     raw_ip_counters: RawIpCounters,
 }
 
@@ -219,6 +221,7 @@ impl Endpoint {
             opening: Vec::with_capacity(MAX_DATAGRAM),
             raw_ip_rx: VecDeque::new(),
             raw_ip_free: Vec::new(),
+            raw_ip_lent: Vec::new(),
             raw_ip_counters: RawIpCounters::default(),
         }
     }
@@ -679,6 +682,19 @@ impl Endpoint {
             }
         }
         self.bond.poll_deliver(now, buf)
+    }
+
+    /// [`Endpoint::poll_deliver`] without the copy: the packet is lent until the next call
+    /// that takes the endpoint (the daemon's way: it merges packets into TUN frames).
+    pub fn poll_deliver_ref(&mut self, now: Instant) -> Option<&[u8]> {
+        if let Some(p) = self.raw_ip_rx.pop_front() {
+            let old = core::mem::replace(&mut self.raw_ip_lent, p);
+            if old.capacity() > 0 {
+                self.raw_ip_free.push(old);
+            }
+            return Some(&self.raw_ip_lent);
+        }
+        self.bond.poll_deliver_ref(now)
     }
 
     /// When [`Endpoint::handle_timeout`] (then [`Endpoint::poll_transmit`]) is next due.

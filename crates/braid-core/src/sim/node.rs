@@ -21,6 +21,8 @@ pub trait Node {
     fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]);
     /// The next packet for the TUN.
     fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize>;
+    /// The next packet for the TUN, lent (the daemon's way).
+    fn poll_deliver_ref(&mut self, now: Instant) -> Option<&[u8]>;
     /// When the node's timers are next due.
     fn poll_timeout(&self) -> Option<Instant>;
     /// Run the node's timers.
@@ -60,6 +62,10 @@ impl Node for Bond {
 
     fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         Bond::poll_deliver(self, now, buf)
+    }
+
+    fn poll_deliver_ref(&mut self, now: Instant) -> Option<&[u8]> {
+        Bond::poll_deliver_ref(self, now)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -109,6 +115,10 @@ impl Node for Endpoint {
 
     fn poll_deliver(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         Endpoint::poll_deliver(self, now, buf)
+    }
+
+    fn poll_deliver_ref(&mut self, now: Instant) -> Option<&[u8]> {
+        Endpoint::poll_deliver_ref(self, now)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
