@@ -6,11 +6,9 @@
 
 use core::time::Duration;
 
-use braid_core::bond::{BondConfig, PathConfig};
+use braid_core::bond::BondConfig;
 use braid_core::crypto::{Cipher, OsRng, PrivateKey, TunnelConfig};
-use braid_core::emu::EmuConfig;
 use braid_core::sim::{udp_packet, Node, Pair};
-use braid_core::CcConfig;
 use braid_core::Instant;
 use braid_core::SchedulerConfig;
 use braid_core::{Endpoint, EndpointConfig, SealConfig, Sealing};
@@ -26,28 +24,8 @@ fn ready_pair(scheduler: SchedulerConfig, paths: usize) -> Pair {
         ..BondConfig::default()
     };
     let mut pair = Pair::new(cfg);
-    add_fast_paths(&mut pair, paths);
+    pair.add_unpaced_paths(paths);
     pair
-}
-
-/// `paths` paths with pacing out of the way (a very fast link), then half a second for
-/// them to come up.
-fn add_fast_paths<N: Node>(pair: &mut Pair<N>, paths: usize) {
-    let fast = CcConfig {
-        initial_rate_bps: 100_000_000_000,
-        min_rate_bps: 100_000_000_000,
-        max_rate_bps: 0,
-        ..CcConfig::default()
-    };
-    for i in 0..paths {
-        let pc = PathConfig {
-            name: format!("p{i}"),
-            cc: fast,
-            ..PathConfig::default()
-        };
-        pair.add_path(pc, EmuConfig::default());
-    }
-    pair.run_until(Instant::from_millis(500), |_| {});
 }
 
 /// Runs the bench's turns over `pair`, a packet a microsecond (1200 bytes: 9.6 Gbit/s;
@@ -130,7 +108,7 @@ fn ready_endpoints(cipher: Option<Cipher>, paths: usize) -> Pair<Endpoint> {
         Instant::ZERO,
     );
     let mut pair = Pair::of(a, b);
-    add_fast_paths(&mut pair, paths);
+    pair.add_unpaced_paths(paths);
     pair
 }
 

@@ -1137,21 +1137,7 @@ fn a_sparse_stream_waits_out_the_peers_ack_delay() {
 #[test]
 fn the_benchmarks_direct_exchange_delivers_every_packet() {
     let mut pair = Pair::new(BondConfig::default());
-    let fast = CcConfig {
-        initial_rate_bps: 100_000_000_000,
-        min_rate_bps: 100_000_000_000,
-        max_rate_bps: 0,
-        ..CcConfig::default()
-    };
-    for i in 0..3 {
-        let cfg = PathConfig {
-            name: format!("p{i}"),
-            cc: fast,
-            ..PathConfig::default()
-        };
-        pair.add_path(cfg, EmuConfig::default());
-    }
-    pair.run_until(Instant::from_millis(500), |_| {});
+    pair.add_unpaced_paths(3);
     let mut now = pair.now;
     let (sent, mut delivered) = (20_000, 0);
     for k in 0..sent {

@@ -13,6 +13,7 @@ use core::time::Duration;
 use crate::bond::{Bond, BondConfig, PathConfig};
 use crate::emu::{EmuConfig, EmuStats, Emulator};
 use crate::serial::LineConfig;
+use crate::CcConfig;
 use crate::{Instant, PathId};
 
 mod node;
@@ -215,6 +216,31 @@ impl<N: Node> Pair<N> {
             self.now = next.max(self.now + Duration::from_micros(1));
         }
         steps
+    }
+
+    /// `n` paths that pacing leaves alone (100 Gbit/s from the start, no emulated limit),
+    /// then half a second for them to come up: the benchmarks' paths, where the bond's own
+    /// cost is measured and not a link's.
+    pub fn add_unpaced_paths(&mut self, n: usize) {
+        let cc = CcConfig {
+            initial_rate_bps: 100_000_000_000,
+            min_rate_bps: 100_000_000_000,
+            max_rate_bps: 0,
+            ..CcConfig::default()
+        };
+        for i in 0..n {
+            let name = format!("p{i}");
+            self.add_path(
+                PathConfig {
+                    name,
+                    cc,
+                    ..PathConfig::default()
+                },
+                EmuConfig::default(),
+            );
+        }
+        let until = self.now + Duration::from_millis(500);
+        self.run_until(until, |_| {});
     }
 
     /// A benchmark's turn, without the emulators or the timers: at `now`, `packet` enters
