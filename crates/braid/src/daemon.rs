@@ -4,8 +4,9 @@
 //! into `handle_tun_packet`; path reads, in batches, into `handle_udp` or (a serial
 //! line's bytes) `handle_line_bytes`; control requests; then `turn_output`: the
 //! endpoint's timers, `poll_transmit` → each path's carrier (`daemon/carrier.rs`),
-//! `poll_deliver_ref` → TUN write (lent, not copied), `poll_event` → log. The loop sleeps until a fd is ready or
-//! the earliest of the endpoint's, the serial writers' and the socket-retry deadlines.
+//! `poll_deliver_ref` → TUN write (lent, not copied), `poll_event` → log. The loop sleeps
+//! until a fd is ready or the earliest of the endpoint's, the serial writers' and the
+//! socket-retry deadlines.
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
