@@ -42,7 +42,7 @@ fn bench_turns<N: Node>(bencher: divan::Bencher, pair: &mut Pair<N>) {
         delivered += pair.exchange(now, &pkts[sent % pkts.len()]);
         sent += 1;
     });
-    // Held for the equalization's microsecond: the last turn's packet at most.
+    // Held for the equalization's microsecond: the last turn's packets at most.
     assert!(
         delivered + 8 >= sent,
         "the bench's bond delivered {delivered} of {sent} packets"

@@ -161,8 +161,8 @@ pub struct ReorderBuffer {
     arrivals: VecDeque<u64>,
     /// Buffers of delivered packets, for the next ones (room for 2 × capacity reserved).
     spare: Vec<Vec<u8>>,
-    /// The packet [`ReorderBuffer::poll_ref`] lent last; back to `spare` on the next call
-    /// that takes `&mut self`.
+    /// The packet [`ReorderBuffer::poll_ref`] lent last; back to `spare` at the next poll or
+    /// insert.
     lent: Vec<u8>,
     /// Bit `s & history_mask` = 1 if `s` (behind `next`) was delivered, 0 if skipped.
     history: Vec<u64>,

@@ -566,3 +566,48 @@ fn datagrams_opened_elsewhere_keep_every_check() {
     assert_eq!(counter(&b, "bad_tag"), bad_tag + 1);
     assert!(b.poll_deliver(now, &mut buf).is_none());
 }
+
+/// A `raw-ip` line's packets come out of `poll_deliver_ref` (the daemon's way) whole and
+/// in the order they were read, and the lent buffers go back to be read into again.
+#[test]
+fn a_raw_ip_lines_packets_are_lent_in_order() {
+    let (a, _) = configs(false);
+    let mut ep = Endpoint::new(a, Instant::ZERO);
+    let line = crate::serial::LineConfig {
+        baud: 115_200,
+        framing: crate::serial::Framing::Slip,
+        mtu: 1500,
+        raw_ip: true,
+        crc: false,
+        auto_bps: false,
+    };
+    let cfg = PathConfig {
+        name: "s0".into(),
+        ..PathConfig::default()
+    };
+    let now = Instant::from_millis(1);
+    let id = ep
+        .add_path(now, cfg, PathKind::Line(line), None)
+        .expect("a line");
+    ep.line_opened(id);
+    for round in 0..3u64 {
+        // Three SLIP frames (END, packet, END) in one read; these bytes need no escapes.
+        let pkts: Vec<Vec<u8>> = (0..3)
+            .map(|k| udp_packet(round * 3 + k, 100, 40000, 5001))
+            .collect();
+        let mut bytes = Vec::new();
+        for p in &pkts {
+            assert!(!p.iter().any(|&b| b == 0xc0 || b == 0xdb));
+            bytes.push(0xc0);
+            bytes.extend_from_slice(p);
+            bytes.push(0xc0);
+        }
+        ep.handle_line_bytes(now, id, &bytes);
+        for p in &pkts {
+            assert_eq!(ep.poll_deliver_ref(now), Some(&p[..]));
+        }
+        assert_eq!(ep.poll_deliver_ref(now), None);
+    }
+    // One buffer lent, the others back in the pool: none made beyond the first read's.
+    assert!(ep.raw_ip_free.len() <= 3, "{}", ep.raw_ip_free.len());
+}
