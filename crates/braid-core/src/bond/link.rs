@@ -3,11 +3,13 @@
 
 use std::collections::VecDeque;
 
+use core::num::NonZeroU64;
 use core::time::Duration;
 
 use super::deadline::OwdTrack;
 use super::equalize::BaseDelay;
 use super::parts::Joiner;
+use super::retransmit::{self, SegmentFilter};
 use super::status::PathStatus;
 use super::PathConfig;
 use crate::cc::{CcMode, PathCc};
@@ -125,6 +127,8 @@ pub(crate) struct Link {
     pub(crate) cc: PathCc,
     pub(crate) queue: VecDeque<Queued>,
     pub(crate) queued_bytes: u64,
+    /// The TCP segments `queue` holds ([`Link::holds_segment`]).
+    segments: SegmentFilter,
     pub(crate) next_path_seq: u32,
     /// A probe to send: its number.
     pub(crate) probe_out: Option<u32>,
@@ -220,6 +224,7 @@ impl Link {
             cc: PathCc::new(cc_cfg, now),
             cfg,
             queue: VecDeque::new(),
+            segments: SegmentFilter::default(),
             queued_bytes: 0,
             next_path_seq: 0,
             probe_out: None,
@@ -266,13 +271,30 @@ impl Link {
 
     pub(crate) fn push(&mut self, q: Queued) {
         self.queued_bytes += q.buf.len() as u64;
+        if let Some(key) = q.segment {
+            self.segments.add(key);
+        }
         self.queue.push_back(q);
     }
 
     pub(crate) fn pop(&mut self) -> Option<Queued> {
         let q = self.queue.pop_front()?;
         self.queued_bytes -= q.buf.len() as u64;
+        if let Some(key) = q.segment {
+            self.segments.remove(key);
+        }
         Some(q)
+    }
+
+    /// True when the head of the queue ([`retransmit::SCAN`] packets) holds TCP segment
+    /// `key` (see [`retransmit`]).
+    pub(crate) fn holds_segment(&self, key: NonZeroU64) -> bool {
+        self.segments.may_hold(key)
+            && self
+                .queue
+                .iter()
+                .take(retransmit::SCAN)
+                .any(|q| q.segment == Some(key))
     }
 
     /// When this end owes the peer an ack. A serial line: after [`ACK_EVERY`] datagrams
@@ -417,6 +439,7 @@ impl Link {
         self.queued_bytes = 0;
         // A head sent in part goes whole on its new path.
         self.next_part = 0;
+        self.segments.clear();
         core::mem::take(&mut self.queue)
     }
 

@@ -334,7 +334,7 @@ impl Bond {
             return;
         }
         let segment = retransmit::segment_key(self.cfg.frames, packet);
-        if segment.is_some_and(|key| self.holds_segment(key)) {
+        if segment.is_some_and(|key| self.links.iter().any(|l| l.holds_segment(key))) {
             self.counters.drop_redundant_retransmit += 1;
             return;
         }
@@ -388,16 +388,6 @@ impl Bond {
             self.next_seq = self.next_seq.wrapping_add(1);
             self.groups.queued(now, packet);
         }
-    }
-
-    /// True when a path's queue still holds TCP segment `key` (see [`retransmit`]).
-    fn holds_segment(&self, key: NonZeroU64) -> bool {
-        self.links.iter().any(|l| {
-            l.queue
-                .iter()
-                .take(retransmit::SCAN)
-                .any(|q| q.segment == Some(key))
-        })
     }
 
     /// True when path `id`'s queue holds more than `limit` at its drain rate, or as many

@@ -13,7 +13,10 @@
 //! FIN flag are: a retransmission that carries more or less data, or adds a FIN, is sent.
 //! Only the oldest [`SCAN`] packets of each path's queue are compared (a retransmitted
 //! segment is the oldest unacknowledged one, so when braid still has it, it is near the
-//! head), which bounds the cost on a fast path with a long queue.
+//! head), which bounds the cost on a fast path with a long queue. Each path also counts
+//! its queued segments in a [`SegmentFilter`], so that the common case, a segment sent
+//! for the first time, is told apart in two lookups instead of a scan of every path's
+//! queue head (which was 8.5 % of a striping sender's main thread at 4-5 Gbit/s).
 
 use core::num::NonZeroU64;
 
@@ -69,6 +72,56 @@ pub(crate) fn segment_key(frames: Frames, packet: &[u8]) -> Option<NonZeroU64> {
     mix(&(payload as u32).to_be_bytes());
     mix(&[segment.flags() & tcp_flags::FIN]);
     NonZeroU64::new(h).or(NonZeroU64::new(1))
+}
+
+/// Counters of the filter (a power of two).
+const FILTER_SLOTS: usize = 4096;
+
+/// Which TCP segments a path's queue may hold: a counting Bloom filter over their keys (two
+/// counters a key). It never misses a segment the queue holds, as long as every key
+/// added is removed once, with the queue's packet ([`Link::push`](super::link::Link::push),
+/// [`pop`](super::link::Link::pop), [`take_queue`](super::link::Link::take_queue));
+/// a key it "may hold" is then looked for in the queue itself. The counters wrap, and a
+/// queue holds at most `MAX_QUEUE_PACKETS` (8192) packets, far below a counter's range.
+#[derive(Debug, Clone)]
+pub(crate) struct SegmentFilter {
+    counts: Box<[u16; FILTER_SLOTS]>,
+}
+
+impl Default for SegmentFilter {
+    fn default() -> SegmentFilter {
+        SegmentFilter {
+            counts: Box::new([0; FILTER_SLOTS]),
+        }
+    }
+}
+
+impl SegmentFilter {
+    fn slots(key: NonZeroU64) -> [usize; 2] {
+        let k = key.get();
+        [k as usize % FILTER_SLOTS, (k >> 32) as usize % FILTER_SLOTS]
+    }
+
+    pub(crate) fn add(&mut self, key: NonZeroU64) {
+        for i in Self::slots(key) {
+            self.counts[i] = self.counts[i].wrapping_add(1);
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: NonZeroU64) {
+        for i in Self::slots(key) {
+            self.counts[i] = self.counts[i].wrapping_sub(1);
+        }
+    }
+
+    /// False only when no key added and not removed is `key`.
+    pub(crate) fn may_hold(&self, key: NonZeroU64) -> bool {
+        Self::slots(key).iter().all(|&i| self.counts[i] != 0)
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.counts.fill(0);
+    }
 }
 
 #[cfg(test)]
@@ -216,5 +269,38 @@ mod tests {
         for bytes in [&[][..], &[0x45], &[0xff; 64], &[0x60; 39]] {
             assert_eq!(segment_key(Frames::Ip, bytes), None);
         }
+    }
+
+    #[test]
+    fn the_filter_never_misses_a_held_key_and_forgets_removed_ones() {
+        // The keys of a bulk flow's consecutive segments.
+        let key = |i: u32| segment_key(Frames::Ip, &v4(1 + i * 1000, 1000, 0x10, 5)).unwrap();
+        let mut f = SegmentFilter::default();
+        // A fast path's queue (a few hundred packets), each segment held twice (the same
+        // segment may wait twice: a retransmission beyond the scanned head).
+        for _ in 0..2 {
+            for i in 0..300 {
+                f.add(key(i));
+            }
+        }
+        assert!((0..300).all(|i| f.may_hold(key(i))));
+        let absent = (1000..11_000).filter(|&i| f.may_hold(key(i))).count();
+        assert!(absent < 500, "{absent} false positives of 10,000");
+        for i in (0..300).rev() {
+            f.remove(key(i));
+        }
+        assert!((0..300).all(|i| f.may_hold(key(i))), "held once more");
+        for i in 0..150 {
+            f.remove(key(i));
+        }
+        assert!((150..300).all(|i| f.may_hold(key(i))));
+        assert!((0..150).filter(|&i| f.may_hold(key(i))).count() < 20);
+        for i in 150..300 {
+            f.remove(key(i));
+        }
+        assert!((0..20_000).all(|i| !f.may_hold(key(i))), "all removed");
+        f.add(key(7));
+        f.clear();
+        assert!(!f.may_hold(key(7)));
     }
 }
