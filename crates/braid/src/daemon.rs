@@ -478,7 +478,7 @@ impl Daemon {
             if !ep.wants_tun_packets()
                 || !self
                     .tun_frames
-                    .read(&*self.tun, |p| ep.handle_tun_packet(now, p))
+                    .read(&*self.tun, |p| ep.handle_tun_vec(now, p))
             {
                 break;
             }

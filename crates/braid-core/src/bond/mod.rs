@@ -61,6 +61,9 @@ pub const HELD_AFTER_DOWN: Duration = Duration::from_secs(1);
 const PASS_ON_DELAY: Duration = Duration::from_millis(20);
 /// Packet buffers kept for reuse.
 const POOL_MAX: usize = 16384;
+/// Packets up to this long are looked at for a TCP SYN to clamp (an IPv6 SYN with 40
+/// bytes of options in a tagged frame).
+const MSS_CLAMP_LOOK: usize = 160;
 
 /// Bond-wide settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -205,7 +208,6 @@ pub struct Bond {
     counters: BondCounters,
     shaper: Option<crate::shape::Shaper>,
     shaper_auto: bool,
-    shape_buf: Vec<u8>,
 }
 
 impl Bond {
@@ -230,7 +232,6 @@ impl Bond {
             counters: BondCounters::default(),
             shaper: None,
             shaper_auto: false,
-            shape_buf: Vec::new(),
             cfg,
         }
     }
@@ -285,31 +286,43 @@ impl Bond {
     /// says): through the shaper if there is one, then numbered and queued on the path(s)
     /// the scheduler chooses.
     pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
+        let mut buf = self.spare_buffer();
+        buf.clear();
+        buf.extend_from_slice(packet);
+        self.handle_tun_buffer(now, buf);
+    }
+
+    /// [`Bond::handle_tun_packet`] without a copy: the bond keeps the buffer the packet is
+    /// in and leaves one of its spares in its place (length and bytes unspecified), for
+    /// the caller to read the next packet into.
+    pub fn handle_tun_vec(&mut self, now: Instant, packet: &mut Vec<u8>) {
+        let spare = self.spare_buffer();
+        let buf = core::mem::replace(packet, spare);
+        self.handle_tun_buffer(now, buf);
+    }
+
+    fn handle_tun_buffer(&mut self, now: Instant, mut buf: Vec<u8>) {
         self.now = now;
         self.counters.tun_rx += 1;
         let frames = self.cfg.frames;
-        let len = packet.len();
+        let len = buf.len();
         if len > frames.max_len(self.cfg.mtu) || len < frames.min_len() || len == 0 {
             self.counters.drop_too_big += 1;
+            self.recycle(buf);
             return;
         }
-        // A SYN is small: look at small packets only, on a copy (room for an IPv6 SYN
-        // with 40 bytes of options in a tagged frame).
-        let mut small = [0u8; 160];
-        let packet = match (self.mss_room(), small.get_mut(..packet.len())) {
-            (Some(room), Some(copy)) => {
-                copy.copy_from_slice(packet);
-                if mss::clamp(frames, copy, room) {
-                    self.counters.mss_clamped += 1;
-                    &*copy
-                } else {
-                    packet
-                }
+        // A SYN is small: look at small packets only (room for an IPv6 SYN with 40 bytes
+        // of options in a tagged frame).
+        if let (Some(room), true) = (self.mss_room(), len <= MSS_CLAMP_LOOK) {
+            if mss::clamp(frames, &mut buf, room) {
+                self.counters.mss_clamped += 1;
             }
-            _ => packet,
-        };
-        if !self.shape(now, packet) {
-            self.schedule_packet(now, packet);
+        }
+        if self.shaper.is_some() {
+            self.shape(now, &buf);
+            self.recycle(buf);
+        } else {
+            self.schedule_packet(now, buf);
         }
     }
 
@@ -327,15 +340,18 @@ impl Bond {
     }
 
     /// Number a packet and queue it on the path(s) the scheduler chooses.
-    fn schedule_packet(&mut self, now: Instant, packet: &[u8]) {
+    fn schedule_packet(&mut self, now: Instant, buf: Vec<u8>) {
+        let packet = &buf[..];
         let verdict = self.groups.verdict(now, packet);
         if verdict == Some(Verdict::Doomed) {
             self.counters.drop_fragment_group += 1;
+            self.recycle(buf);
             return;
         }
         let segment = retransmit::segment_key(self.cfg.frames, packet);
         if segment.is_some_and(|key| self.links.iter().any(|l| l.holds_segment(key))) {
             self.counters.drop_redundant_retransmit += 1;
+            self.recycle(buf);
             return;
         }
         self.refresh_states();
@@ -379,14 +395,16 @@ impl Bond {
             if self.queue_over(id, limit) {
                 self.counters.drop_queue += 1;
                 self.groups.dropped(now, packet);
+                self.recycle(buf);
                 return;
             }
         }
-        let buf = self.copy_into_buffer(packet);
+        // The fragment groups look at the packet before the queue takes its buffer: a
+        // drop in `enqueue` dooms the group all the same.
+        self.groups.queued(now, packet);
         // The number is spent only if a path took the packet, for the same reason.
         if self.enqueue(now, choice, self.next_seq, buf, segment) {
             self.next_seq = self.next_seq.wrapping_add(1);
-            self.groups.queued(now, packet);
         }
     }
 
@@ -448,14 +466,22 @@ impl Bond {
     }
 
     fn copy_into_buffer(&mut self, packet: &[u8]) -> Vec<u8> {
-        let mut b = self.pool.pop().unwrap_or_default();
+        let mut b = self.spare_buffer();
         b.clear();
         b.extend_from_slice(packet);
         b
     }
 
+    /// A buffer from the pool (or a new one), its length and bytes as they were left.
+    fn spare_buffer(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_default()
+    }
+
+    /// Keep `buf` for reuse, unless the pool is full or it is far larger than a packet
+    /// (a buffer handed in by [`Bond::handle_tun_vec`] that held something too big).
     fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < POOL_MAX {
+        let largest = 2 * self.cfg.frames.max_len(self.cfg.mtu) + 64;
+        if self.pool.len() < POOL_MAX && buf.capacity() <= largest {
             self.pool.push(buf);
         }
     }

@@ -68,22 +68,25 @@ impl Bond {
         let Some(mut shaper) = self.shaper.take() else {
             return;
         };
-        let mut buf = core::mem::take(&mut self.shape_buf);
-        buf.resize(self.cfg.frames.max_len(self.cfg.mtu).max(1), 0);
+        let room = self.cfg.frames.max_len(self.cfg.mtu).max(1);
         for _ in 0..RELEASE_BATCH {
             if shaper.backlog_packets() == 0 || !self.has_room() {
                 break;
             }
+            let mut buf = self.spare_buffer();
+            buf.resize(room, 0);
             match shaper.dequeue(now, &mut buf) {
-                Some((n, _class)) => {
-                    if let Some(pkt) = buf.get(..n) {
-                        self.schedule_packet(now, pkt);
-                    }
+                Some((n, _class)) if n <= buf.len() => {
+                    buf.truncate(n);
+                    self.schedule_packet(now, buf);
                 }
-                None => break,
+                Some(_) => self.recycle(buf),
+                None => {
+                    self.recycle(buf);
+                    break;
+                }
             }
         }
-        self.shape_buf = buf;
         self.shaper = Some(shaper);
     }
 

@@ -397,6 +397,19 @@ impl Endpoint {
         self.bond.handle_tun_packet(now, packet);
     }
 
+    /// [`Endpoint::handle_tun_packet`] without a copy into the bond: it keeps the buffer
+    /// the packet is in and leaves a spare of its own in its place (length and bytes
+    /// unspecified), to read the next packet into. A raw IP line's packet is copied into
+    /// the line and the buffer stays.
+    pub fn handle_tun_vec(&mut self, now: Instant, packet: &mut Vec<u8>) {
+        if let Some(line) = self.raw_ip_line() {
+            // Refused (buffer full, tty closed): counted by the line.
+            let _ = line.send(packet, false);
+            return;
+        }
+        self.bond.handle_tun_vec(now, packet);
+    }
+
     /// Whether the bond takes packets from the TUN now ([`Bond::wants_packets`]): when it
     /// says no, leave them in the device until a later turn.
     pub fn wants_tun_packets(&self) -> bool {

@@ -7,7 +7,7 @@
 
 use braid_core::offload::coalesce::{Coalescer, PushError};
 use braid_core::offload::split::{read_frame, Frame};
-use braid_core::offload::{MAX_FRAME, MAX_SEGMENT};
+use braid_core::offload::MAX_FRAME;
 
 use super::Device;
 
@@ -36,8 +36,13 @@ pub struct TunCounters {
 pub struct TunFrames {
     /// One read (a superframe, with its virtio header, when offloaded).
     frame: Vec<u8>,
-    /// Offloaded: one packet cut from a superframe; and the coalescer for writes.
-    offloaded: Option<(Vec<u8>, Coalescer)>,
+    /// The packet handed out: a copy of a read packet, or one cut from a superframe.
+    /// The receiver may swap it for a buffer of its own ([`Endpoint::handle_tun_vec`]).
+    ///
+    /// [`Endpoint::handle_tun_vec`]: braid_core::endpoint::Endpoint::handle_tun_vec
+    packet: Vec<u8>,
+    /// Offloaded: the coalescer for writes.
+    offloaded: Option<Coalescer>,
     /// Packets in the coalescer.
     pending: u64,
     /// What went through.
@@ -50,12 +55,8 @@ impl TunFrames {
     pub fn new(vnet_hdr: bool, uso: bool) -> TunFrames {
         TunFrames {
             frame: vec![0; MAX_FRAME],
-            offloaded: vnet_hdr.then(|| {
-                (
-                    vec![0; MAX_SEGMENT],
-                    Coalescer::new(GRO_FRAMES, MAX_FRAME).with_udp(uso),
-                )
-            }),
+            packet: Vec::new(),
+            offloaded: vnet_hdr.then(|| Coalescer::new(GRO_FRAMES, MAX_FRAME).with_udp(uso)),
             pending: 0,
             counters: TunCounters::default(),
         }
@@ -63,7 +64,7 @@ impl TunFrames {
 
     /// One read from `dev`, its packets handed to `each`. False when there was nothing to
     /// read (or a transient error: the next turn tries again).
-    pub fn read(&mut self, dev: &dyn Device, mut each: impl FnMut(&[u8])) -> bool {
+    pub fn read(&mut self, dev: &dyn Device, mut each: impl FnMut(&mut Vec<u8>)) -> bool {
         let n = match dev.read(&mut self.frame) {
             Ok(n) if n > 0 => n,
             _ => return false,
@@ -72,23 +73,30 @@ impl TunFrames {
         let Some(buf) = self.frame.get_mut(..n) else {
             return true;
         };
-        let Some((seg, _)) = self.offloaded.as_mut() else {
-            self.counters.read_packets += 1;
-            each(buf);
-            return true;
+        let packet = &mut self.packet;
+        let mut whole = |p: &[u8]| {
+            packet.clear();
+            packet.extend_from_slice(p);
+            each(packet);
         };
+        if self.offloaded.is_none() {
+            self.counters.read_packets += 1;
+            whole(buf);
+            return true;
+        }
         match read_frame(buf) {
             Ok(Frame::Packet(p)) => {
                 self.counters.read_packets += 1;
-                each(p);
+                whole(p);
             }
+            // Each segment is cut straight into the buffer handed out.
             Ok(Frame::Segments(mut s)) => loop {
-                match s.next_into(seg) {
+                packet.resize(s.segment_len(), 0);
+                match s.next_into(packet) {
                     Ok(Some(len)) => {
                         self.counters.read_packets += 1;
-                        if let Some(p) = seg.get(..len) {
-                            each(p);
-                        }
+                        packet.truncate(len);
+                        each(packet);
                     }
                     Ok(None) => break,
                     Err(_) => {
@@ -105,7 +113,7 @@ impl TunFrames {
     /// A packet the endpoint delivered: written at once, or (offloaded) merged into the
     /// turn's frames, which [`TunFrames::flush`] writes.
     pub fn deliver(&mut self, dev: &dyn Device, packet: &[u8]) {
-        let Some((_, gro)) = self.offloaded.as_mut() else {
+        let Some(gro) = self.offloaded.as_mut() else {
             self.counters.writes += 1;
             self.counters.write_packets += 1;
             if dev.write(packet).is_err() {
@@ -125,7 +133,7 @@ impl TunFrames {
 
     /// Write the merged frames (offloaded; nothing to do otherwise).
     pub fn flush(&mut self, dev: &dyn Device) {
-        let Some((_, gro)) = self.offloaded.as_mut() else {
+        let Some(gro) = self.offloaded.as_mut() else {
             return;
         };
         for frame in gro.frames() {
