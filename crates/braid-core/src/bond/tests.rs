@@ -960,7 +960,8 @@ fn a_queue_full_of_packets_drops_before_numbering() {
 
 /// The bond asks for no more packets while every path that is up holds its backlog, and
 /// for packets again as soon as one has room, or when no path is up (they are dropped
-/// and counted there, not left in the TUN).
+/// and counted there, not left in the TUN). A backlog that drains within the queue delay
+/// limit (1024 100-byte packets at 10 Mbit/s: 82 ms) is a short one, 64 packets.
 #[test]
 fn the_bond_wants_packets_while_a_path_has_room() {
     let mut pair = Pair::new(BondConfig::default());
@@ -970,9 +971,9 @@ fn the_bond_wants_packets_while_a_path_has_room() {
     let mut src = Source::new(2, 1000, 2000);
     pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
     assert!(pair.a.wants_packets());
-    burst(&mut pair, 2 * BACKLOG_PACKETS as u64 - 50, 100);
+    burst(&mut pair, 2 * SHORT_BACKLOG_PACKETS as u64 - 10, 100);
     assert!(pair.a.wants_packets(), "one path still has room");
-    burst(&mut pair, 100, 100);
+    burst(&mut pair, 60, 100);
     assert!(!pair.a.wants_packets(), "both hold their backlog");
     pair.run_until(Instant::from_millis(2200), |_| {});
     assert!(pair.a.wants_packets(), "drained");
@@ -981,6 +982,43 @@ fn the_bond_wants_packets_while_a_path_has_room() {
     pair.run_until(Instant::from_millis(3500), |_| {});
     assert!(pair.a.status().paths.iter().all(|p| p.downs == 1));
     assert!(pair.a.wants_packets(), "no path up");
+}
+
+/// On paths whose backlog of full-size packets would take longer than the queue delay
+/// limit (1024 of 1200 bytes at 10 Mbit/s: 983 ms), the bond takes packets until that
+/// limit drops them: the drop is the senders' signal, as a full queue's in the kernel.
+#[test]
+fn a_slow_path_takes_packets_up_to_its_delay_limit() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(10, 1, 1));
+    pair.add_path(path("p1"), link(10, 1, 2));
+    let mut src = Source::new(2, 1000, 2000);
+    pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
+    for _ in 0..1000 {
+        assert!(pair.a.wants_packets());
+        burst(&mut pair, 1, 1200);
+    }
+    assert!(pair.a.wants_packets());
+    assert!(pair.a.status().counters.drop_queue > 0);
+}
+
+/// Fast paths hold a short backlog too.
+#[test]
+fn a_fast_path_holds_a_short_backlog() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(2000, 1, 1));
+    pair.add_path(path("p1"), link(2000, 1, 2));
+    let mut src = Source::new(1500, 500, 800);
+    pair.run_until(Instant::from_millis(1000), |p| src.feed(p));
+    let at = |pair: &Pair, i: usize| pair.a.links[i].queue.len();
+    assert_eq!((at(&pair, 0), at(&pair, 1)), (0, 0));
+    burst(&mut pair, 2 * SHORT_BACKLOG_PACKETS as u64 - 10, 1200);
+    assert!(pair.a.wants_packets(), "one path still has room");
+    burst(&mut pair, 20, 1200);
+    assert!(at(&pair, 0) >= SHORT_BACKLOG_PACKETS && at(&pair, 1) >= SHORT_BACKLOG_PACKETS);
+    assert!(!pair.a.wants_packets(), "both hold their backlog");
+    pair.run_until(Instant::from_millis(1100), |_| {});
+    assert!(pair.a.wants_packets(), "drained");
 }
 
 /// Two fast paths 40 ms apart: the receiver holds 40 ms of the quick path's packets
