@@ -964,12 +964,11 @@ fn a_queue_full_of_packets_drops_before_numbering() {
 /// limit (1024 100-byte packets at 10 Mbit/s: 82 ms) is a short one, 64 packets.
 #[test]
 fn the_bond_wants_packets_while_a_path_has_room() {
-    let mut pair = Pair::new(BondConfig::default());
-    assert!(pair.a.wants_packets(), "no path at all");
-    pair.add_path(path("p0"), link(10, 1, 1));
-    pair.add_path(path("p1"), link(10, 1, 2));
-    let mut src = Source::new(2, 1000, 2000);
-    pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
+    assert!(
+        Pair::new(BondConfig::default()).a.wants_packets(),
+        "no path at all"
+    );
+    let mut pair = two_paths_in_use(10, 2);
     assert!(pair.a.wants_packets());
     burst(&mut pair, 2 * SHORT_BACKLOG_PACKETS as u64 - 10, 100);
     assert!(pair.a.wants_packets(), "one path still has room");
@@ -989,11 +988,7 @@ fn the_bond_wants_packets_while_a_path_has_room() {
 /// limit drops them: the drop is the senders' signal, as a full queue's in the kernel.
 #[test]
 fn a_slow_path_takes_packets_up_to_its_delay_limit() {
-    let mut pair = Pair::new(BondConfig::default());
-    pair.add_path(path("p0"), link(10, 1, 1));
-    pair.add_path(path("p1"), link(10, 1, 2));
-    let mut src = Source::new(2, 1000, 2000);
-    pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
+    let mut pair = two_paths_in_use(10, 2);
     for _ in 0..1000 {
         assert!(pair.a.wants_packets());
         burst(&mut pair, 1, 1200);
@@ -1005,11 +1000,7 @@ fn a_slow_path_takes_packets_up_to_its_delay_limit() {
 /// Fast paths hold a short backlog too.
 #[test]
 fn a_fast_path_holds_a_short_backlog() {
-    let mut pair = Pair::new(BondConfig::default());
-    pair.add_path(path("p0"), link(2000, 1, 1));
-    pair.add_path(path("p1"), link(2000, 1, 2));
-    let mut src = Source::new(1500, 500, 800);
-    pair.run_until(Instant::from_millis(1000), |p| src.feed(p));
+    let mut pair = two_paths_in_use(2000, 1500);
     let at = |pair: &Pair, i: usize| pair.a.links[i].queue.len();
     assert_eq!((at(&pair, 0), at(&pair, 1)), (0, 0));
     burst(&mut pair, 2 * SHORT_BACKLOG_PACKETS as u64 - 10, 1200);
@@ -1017,8 +1008,19 @@ fn a_fast_path_holds_a_short_backlog() {
     burst(&mut pair, 20, 1200);
     assert!(at(&pair, 0) >= SHORT_BACKLOG_PACKETS && at(&pair, 1) >= SHORT_BACKLOG_PACKETS);
     assert!(!pair.a.wants_packets(), "both hold their backlog");
-    pair.run_until(Instant::from_millis(1100), |_| {});
+    pair.run_until(Instant::from_millis(2100), |_| {});
     assert!(pair.a.wants_packets(), "drained");
+}
+
+/// Two paths of `rate_mbit`, 1 ms, that carried `load_mbit` from 1 s to 2 s: at 2 s, with
+/// nothing queued.
+fn two_paths_in_use(rate_mbit: u64, load_mbit: u64) -> Pair {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("p0"), link(rate_mbit, 1, 1));
+    pair.add_path(path("p1"), link(rate_mbit, 1, 2));
+    let mut src = Source::new(load_mbit, 1000, 1900);
+    pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
+    pair
 }
 
 /// Two fast paths 40 ms apart: the receiver holds 40 ms of the quick path's packets
