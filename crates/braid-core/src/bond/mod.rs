@@ -294,9 +294,7 @@ impl Bond {
     /// says): through the shaper if there is one, then numbered and queued on the path(s)
     /// the scheduler chooses.
     pub fn handle_tun_packet(&mut self, now: Instant, packet: &[u8]) {
-        let mut buf = self.spare_buffer();
-        buf.clear();
-        buf.extend_from_slice(packet);
+        let buf = self.copy_into_buffer(packet);
         self.handle_tun_buffer(now, buf);
     }
 
@@ -326,8 +324,7 @@ impl Bond {
                 self.counters.mss_clamped += 1;
             }
         }
-        if self.shaper.is_some() {
-            self.shape(now, &buf);
+        if self.shape(now, &buf) {
             self.recycle(buf);
         } else {
             self.schedule_packet(now, buf);
