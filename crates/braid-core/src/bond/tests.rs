@@ -621,7 +621,6 @@ fn a_tun_buffer_is_queued_as_it_is_and_a_spare_left_in_its_place() {
     let packets: Vec<Vec<u8>> = (0..8)
         .map(|i| tcp_packet(1 + i * 1160, 1160, 40000, 0x10))
         .collect();
-    let mut handed = Vec::new();
     for p in &packets {
         let mut buf = p.clone();
         let at = buf.as_ptr();
@@ -630,7 +629,6 @@ fn a_tun_buffer_is_queued_as_it_is_and_a_spare_left_in_its_place() {
         let queued = pair.a.links[0].queue.back().expect("queued");
         assert_eq!(queued.buf.as_ptr(), at);
         assert_ne!(buf.as_ptr(), at);
-        handed.push(buf);
     }
     // Too long for the bond: dropped and counted, and a buffer that large is not pooled.
     let mut huge = vec![0x45; 70_000];
