@@ -71,12 +71,16 @@ fuzz_target!(|data: &[u8]| {
 
     let Ok((header, msg)) = parsed else { return };
 
-    // Folding and back.
+    // Folding in place (behind 8 bytes, as the sealer lays it out) and back.
     let wire_path = (header.path as u8) ^ 0x5a;
     let mut folded_buf = vec![0u8; 8 + data.len()];
-    let (ty, n) = folded::fold(data, wire_path, &mut folded_buf[8..]).expect("folds");
+    folded_buf[1..1 + data.len()].copy_from_slice(data);
+    let (ty, start) =
+        folded::fold_in_place(&mut folded_buf, 1, data.len(), wire_path).expect("folds");
     assert_eq!(ty, msg.message_type());
+    let n = 1 + data.len() - start;
     assert_eq!(n, folded::folded_len(ty, data.len()));
+    folded_buf.copy_within(start..start + n, 8);
     let seq = match msg {
         Message::Data { seq, .. }
         | Message::PinnedData { seq, .. }

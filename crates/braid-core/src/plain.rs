@@ -120,18 +120,13 @@ impl PlainTags {
     /// The envelope for one datagram: `out` is cleared and gets the header and `datagram`.
     pub(crate) fn wrap(&self, datagram: &[u8], out: &mut Vec<u8>) {
         out.clear();
-        out.extend_from_slice(&self.header(self.peer));
+        out.extend_from_slice(&self.outgoing_header());
         out.extend_from_slice(datagram);
     }
 
-    /// The envelope for one datagram, written into `out`: its length, or `None` when
-    /// `out` is too short.
-    pub(crate) fn wrap_into(&self, datagram: &[u8], out: &mut [u8]) -> Option<usize> {
-        let n = TAG_HEADER_LEN + datagram.len();
-        let (head, body) = out.get_mut(..n)?.split_at_mut(TAG_HEADER_LEN);
-        head.copy_from_slice(&self.header(self.peer));
-        body.copy_from_slice(datagram);
-        Some(n)
+    /// The header of the envelope for a datagram to the peer (the datagram follows it).
+    pub(crate) fn outgoing_header(&self) -> [u8; TAG_HEADER_LEN] {
+        self.header(self.peer)
     }
 
     fn header(&self, receiver: u64) -> [u8; TAG_HEADER_LEN] {

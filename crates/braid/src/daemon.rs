@@ -12,9 +12,10 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
+use braid_core::crypto::PendingSeal;
 use braid_core::wire::DATA_HEADER_LEN;
 use braid_core::Instant;
-use braid_core::{Endpoint, Event};
+use braid_core::{Endpoint, Event, Transmit};
 use serde_json::{json, Value};
 
 use crate::config::Config;
@@ -101,6 +102,9 @@ pub struct Daemon {
     interface: String,
     address: String,
     tx_buf: Vec<u8>,
+    /// The path the last datagram went to: the endpoint writes the next one straight
+    /// into its run (see `turn_output`).
+    tx_guess: usize,
     rx_buf: Vec<u8>,
     /// What a UDP path's socket has, read in one go.
     rx_batch: RecvBatch,
@@ -288,6 +292,7 @@ impl Daemon {
             interface: b.interface.clone(),
             address: b.address.to_string(),
             tx_buf: vec![0; bufsize.max(MAX_DATAGRAM)],
+            tx_guess: 0,
             rx_buf: vec![0; MAX_DATAGRAM],
             rx_batch: RecvBatch::default(),
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
@@ -560,23 +565,23 @@ impl Daemon {
         self.take_opened(now);
         self.count_sent(now);
         loop {
+            // The endpoint writes each datagram straight into the run of the path the last
+            // one went to, where the next usually goes too (with one path, always); one
+            // for another path is copied from there into its own (`PathIo::queue`).
+            let g = self.tx_guess;
+            let room = self.tx_buf.len();
+            let tail = self.paths.get_mut(g).and_then(|p| p.run_tail(room));
+            let in_run = tail.is_some();
+            let buf = tail.unwrap_or(&mut self.tx_buf);
             // With workers, the AEAD is theirs: the endpoint lays datagrams out.
             let next = if self.workers.is_some() {
-                self.ep.poll_transmit_deferred(now, &mut self.tx_buf)
+                self.ep.poll_transmit_deferred(now, buf)
             } else {
-                self.ep
-                    .poll_transmit(now, &mut self.tx_buf)
-                    .map(|t| (t, None))
+                self.ep.poll_transmit(now, buf).map(|t| (t, None))
             };
             let Some((t, seal)) = next else { break };
-            let (Some(p), Some(data)) = (
-                self.paths.iter_mut().find(|p| p.id == t.path),
-                self.tx_buf.get(..t.len),
-            ) else {
-                continue;
-            };
-            if p.queue(now, &t, data, seal, self.workers.as_mut()) != carrier::Outcome::Fine {
-                self.ep.handle_path_error(now, p.id);
+            if self.place(now, &t, seal, in_run.then_some(g)) != carrier::Outcome::Fine {
+                self.ep.handle_path_error(now, t.path);
             }
         }
         for p in &mut self.paths {
@@ -605,6 +610,49 @@ impl Daemon {
             self.log_event(now, ev);
         }
         self.publish_snapshot(now);
+    }
+
+    /// Put the datagram `t` the endpoint wrote (at the start of path `wrote_in`'s run
+    /// tail, or else into `tx_buf`) into its path's run: where it lies when that is its
+    /// run and it may join it, else copied there (`PathIo::queue`).
+    fn place(
+        &mut self,
+        now: Instant,
+        t: &Transmit,
+        seal: Option<PendingSeal>,
+        wrote_in: Option<usize>,
+    ) -> carrier::Outcome {
+        let Some(k) = self.paths.iter().position(|p| p.id == t.path) else {
+            return carrier::Outcome::Fine;
+        };
+        self.tx_guess = k;
+        let workers = self.workers.as_mut();
+        let seal = match wrote_in {
+            Some(g) if g == k => match self.paths[k].commit(t, seal) {
+                Ok(()) => return carrier::Outcome::Fine,
+                Err(seal) => {
+                    // It cannot join its own run: out of the tail before that run goes.
+                    let data = self.paths[k].tail_datagram(t);
+                    let dst = self.tx_buf.get_mut(..t.len);
+                    if let (Some(data), Some(dst)) = (data, dst) {
+                        dst.copy_from_slice(data);
+                    }
+                    seal
+                }
+            },
+            Some(g) => {
+                let (from, to) = pair_mut(&mut self.paths, g, k);
+                return match from.tail_datagram(t) {
+                    Some(data) => to.queue(now, t, data, seal, workers),
+                    None => carrier::Outcome::Fine,
+                };
+            }
+            None => seal,
+        };
+        match self.tx_buf.get(..t.len) {
+            Some(data) => self.paths[k].queue(now, t, data, seal, workers),
+            None => carrier::Outcome::Fine,
+        }
     }
 
     /// Hand the batches the workers opened to the endpoint, each datagram with what its
@@ -740,6 +788,18 @@ impl Daemon {
 }
 
 /// A path's datagrams read by the loop, handed to the endpoint (opened there).
+/// Two different elements of `v`, both mutable.
+fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b, "two different elements");
+    if a < b {
+        let (x, y) = v.split_at_mut(b);
+        (&mut x[a], &mut y[0])
+    } else {
+        let (x, y) = v.split_at_mut(a);
+        (&mut y[0], &mut x[b])
+    }
+}
+
 fn hand_to_endpoint(
     now: Instant,
     ep: &mut Endpoint,

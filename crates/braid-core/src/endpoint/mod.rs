@@ -171,8 +171,6 @@ pub struct Endpoint {
     bond: Bond,
     sealer: Sealer,
     paths: Vec<Side>,
-    /// The bond's datagram before it is sealed (and what an emulator releases).
-    plain: Vec<u8>,
     replies: VecDeque<Reply>,
     /// The sealer's handshake datagram going out on every path (`handshake[..handshake_len]`;
     /// the buffer keeps its size, so asking the sealer costs nothing when it has nothing),
@@ -211,7 +209,6 @@ impl Endpoint {
             bond: Bond::new(cfg.bond, now),
             sealer: Sealer::new(cfg.seal, now),
             paths: Vec::new(),
-            plain: vec![0; MAX_DATAGRAM],
             replies: VecDeque::new(),
             handshake: vec![0; MAX_DATAGRAM],
             handshake_len: 0,
@@ -549,13 +546,15 @@ impl Endpoint {
         if let Some(t) = self.release(now, buf, defer) {
             return Some(t);
         }
-        while let Some(t) = self.bond.poll_transmit(now, &mut self.plain) {
+        // The bond writes each datagram where the sealer wants it (see `seal`).
+        let at = self.sealer.datagram_offset();
+        while let Some(t) = self.bond.poll_transmit(now, buf.get_mut(at..)?) {
             let Some(i) = self.paths.iter().position(|s| s.id == t.path) else {
                 continue;
             };
             let side = &mut self.paths[i];
             if let Some(emu) = &mut side.emu {
-                let pushed = self.plain.get(..t.len).is_some_and(|d| emu.push(now, d));
+                let pushed = buf.get(at..at + t.len).is_some_and(|d| emu.push(now, d));
                 if !pushed {
                     side.emu_dropped += 1;
                 }
@@ -576,11 +575,12 @@ impl Endpoint {
         buf: &mut [u8],
         defer: bool,
     ) -> Option<(Transmit, Option<PendingSeal>)> {
+        let at = self.sealer.datagram_offset();
         for i in 0..self.paths.len() {
             while let Some(n) = self.paths[i]
                 .emu
                 .as_mut()
-                .and_then(|e| e.poll(now, &mut self.plain))
+                .and_then(|e| e.poll(now, buf.get_mut(at..)?))
             {
                 if let Some(t) = self.seal(now, i, n, buf, defer) {
                     return Some(t);
@@ -636,8 +636,10 @@ impl Endpoint {
         }
     }
 
-    /// Seal `self.plain[..n]` for path index `i`: into `buf` for a UDP path (returned;
-    /// with `defer`, its AEAD left to the caller), into its lane for a serial line.
+    /// Seal the version-1 datagram of `n` bytes at the sealer's
+    /// [`Sealer::datagram_offset`] in `buf`, for path index `i`: in place for a UDP path
+    /// (returned; with `defer`, its AEAD left to the caller), into its lane for a serial
+    /// line.
     fn seal(
         &mut self,
         now: Instant,
@@ -647,7 +649,8 @@ impl Endpoint {
         defer: bool,
     ) -> Option<(Transmit, Option<PendingSeal>)> {
         let side = self.paths.get_mut(i)?;
-        let datagram = self.plain.get(..n)?;
+        let at = self.sealer.datagram_offset();
+        let datagram = buf.get(at..at + n)?;
         let kind = match datagram.get(1).copied().map(MessageType::try_from) {
             Some(Ok(MessageType::Data | MessageType::PinnedData)) => TransmitKind::Data,
             _ => TransmitKind::Control,
@@ -667,11 +670,13 @@ impl Endpoint {
                 return None;
             }
         };
-        let (len, job) = if defer {
-            self.sealer
-                .outgoing_deferred(now, datagram, side.wire, buf)?
-        } else {
-            (self.sealer.outgoing(now, datagram, side.wire, buf)?, None)
+        let (len, job) = self.sealer.outgoing_in_place(now, buf, n, side.wire)?;
+        let job = match job {
+            Some(job) if !defer => {
+                seal::seal_now(&job, buf);
+                None
+            }
+            job => job,
         };
         let t = Transmit {
             path: side.id,

@@ -145,6 +145,10 @@ pub(super) const LINE_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::
 /// "Overhead"). A control datagram (probe, ack) grows by 21.
 pub(super) const SEALED_DATA_OVERHEAD: usize = OVERHEAD - DATA_SAVING;
 
+/// Where a version-1 datagram is laid out to be sealed: its folded data header then
+/// starts right after the envelope's header, and its payload never moves.
+const FOLD_AT: usize = HEADER_LEN - DATA_SAVING;
+
 /// Bytes the sealer adds to a data datagram on a UDP path: the AEAD envelope less
 /// folding with keys ([`SEALED_DATA_OVERHEAD`]), the verification tags without (both 17).
 pub const fn udp_overhead(sealed: bool) -> usize {
@@ -222,6 +226,18 @@ impl Sealer {
         self.tags.counters()
     }
 
+    /// Where in its output buffer a version-1 datagram for a UDP path goes, so that
+    /// [`Sealer::outgoing_in_place`] seals it without moving its payload: 1 with keys
+    /// (the folded data header then starts right after the envelope's 8-byte header), 17
+    /// without (the verification tags' header).
+    pub fn datagram_offset(&self) -> usize {
+        if self.tunnel.is_some() {
+            FOLD_AT
+        } else {
+            TAG_HEADER_LEN
+        }
+    }
+
     /// Seal one (version-1) datagram of the bond for a UDP path into `out`: with keys
     /// folded and sealed, naming the sending path by `wire_path` (a number the endpoint
     /// gives each live path, see [`folded`]), else the datagram in its tag envelope.
@@ -233,27 +249,34 @@ impl Sealer {
         wire_path: u8,
         out: &mut [u8],
     ) -> Option<usize> {
-        let (n, job) = self.outgoing_deferred(now, datagram, wire_path, out)?;
+        let at = self.datagram_offset();
+        out.get_mut(at..at + datagram.len())?
+            .copy_from_slice(datagram);
+        let (n, job) = self.outgoing_in_place(now, out, datagram.len(), wire_path)?;
         match job {
             Some(job) => seal_now(&job, out),
             None => Some(n),
         }
     }
 
-    /// [`Sealer::outgoing`] with the AEAD left to the caller: with keys, `out` holds the
-    /// folded datagram, numbered but plaintext, and the [`PendingSeal`] seals it (on any
-    /// thread) before it may be sent; without keys, the datagram is ready (`None`).
-    pub fn outgoing_deferred(
+    /// [`Sealer::outgoing`] for the version-1 datagram of `len` bytes the caller wrote
+    /// into `out` at [`Sealer::datagram_offset`], with the AEAD left to the caller: with
+    /// keys, `out` then holds the folded datagram, numbered but plaintext, and the
+    /// [`PendingSeal`] seals it (on any thread) before it may be sent; without keys, the
+    /// datagram is ready (`None`).
+    pub fn outgoing_in_place(
         &mut self,
         now: Instant,
-        datagram: &[u8],
-        wire_path: u8,
         out: &mut [u8],
+        len: usize,
+        wire_path: u8,
     ) -> Option<(usize, Option<PendingSeal>)> {
         if self.tunnel.is_none() {
-            return self.tags.wrap_into(datagram, out).map(|n| (n, None));
+            let head = self.tags.outgoing_header();
+            out.get_mut(..TAG_HEADER_LEN)?.copy_from_slice(&head);
+            return Some((TAG_HEADER_LEN + len, None));
         }
-        let job = self.fold_and_number(now, datagram, wire_path, out)?;
+        let job = self.fold_and_number(now, out, len, wire_path)?;
         Some((job.datagram_len(), Some(job)))
     }
 
@@ -266,27 +289,34 @@ impl Sealer {
         wire_path: u8,
         out: &mut [u8],
     ) -> Option<usize> {
+        let at = if self.tunnel.is_some() { FOLD_AT } else { 0 };
+        out.get_mut(at..at + datagram.len())?
+            .copy_from_slice(datagram);
         if self.tunnel.is_none() {
-            let dst = out.get_mut(..datagram.len())?;
-            dst.copy_from_slice(datagram);
             return Some(datagram.len());
         }
-        let job = self.fold_and_number(now, datagram, wire_path, out)?;
+        let job = self.fold_and_number(now, out, datagram.len(), wire_path)?;
         seal_now(&job, out)
     }
 
-    /// Fold `datagram` into `out` and give it the session's next counter (with keys).
+    /// Fold the version-1 datagram `out[FOLD_AT..FOLD_AT + len]` in place, behind the envelope's
+    /// header, and give it the session's next counter (with keys).
     fn fold_and_number(
         &mut self,
         now: Instant,
-        datagram: &[u8],
-        wire_path: u8,
         out: &mut [u8],
+        len: usize,
+        wire_path: u8,
     ) -> Option<PendingSeal> {
         let t = self.tunnel.as_mut()?;
         // The bond only emits datagrams that parse; an output buffer too short is the
         // caller's (it is sized for the largest datagram).
-        let (ty, n) = folded::fold(datagram, wire_path, out.get_mut(HEADER_LEN..)?).ok()?;
+        let (ty, start) = folded::fold_in_place(out, FOLD_AT, len, wire_path).ok()?;
+        let n = FOLD_AT + len - start;
+        if start != HEADER_LEN {
+            // A control message folds by 3 bytes, not 7: it moves up to the header.
+            out.copy_within(start..start + n, HEADER_LEN);
+        }
         match t.seal_deferred(now, ty as u8, out, n) {
             Ok(job) => Some(job),
             Err(SealError::NoSession | SealError::BufferTooSmall) => {
@@ -519,7 +549,7 @@ impl Sealer {
 }
 
 /// Seal a datagram laid out in `out` at once: its length.
-fn seal_now(job: &PendingSeal, out: &mut [u8]) -> Option<usize> {
+pub(super) fn seal_now(job: &PendingSeal, out: &mut [u8]) -> Option<usize> {
     job.seal(out)
         .expect("the datagram was laid out in this very buffer");
     Some(job.datagram_len())

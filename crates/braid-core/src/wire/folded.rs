@@ -65,23 +65,28 @@ pub fn folded_len(ty: MessageType, len: usize) -> usize {
     len.saturating_sub(saving(ty))
 }
 
-/// Fold the version-1 datagram `v1` into `out` with `wire_path` as its path id: its
-/// type (the envelope's kind byte carries it) and the folded length. Errors: `v1` does
-/// not parse (its [`WireError`]), or `out` is too short (`BufferTooSmall`, nothing
-/// written).
-pub fn fold(v1: &[u8], wire_path: u8, out: &mut [u8]) -> Result<(MessageType, usize), WireError> {
-    let ty = Packet::new_checked(v1)?.message_type();
-    let len = folded_len(ty, v1.len());
-    let out = out.get_mut(..len).ok_or(WireError::BufferTooSmall)?;
-    out[0] = wire_path;
-    out[1..5].copy_from_slice(&v1[4..8]);
-    if is_data(ty) {
-        out[5..9].copy_from_slice(&v1[12..16]);
-        out[9..].copy_from_slice(&v1[16..]);
-    } else {
-        out[5..].copy_from_slice(&v1[8..]);
-    }
-    Ok((ty, len))
+/// Fold, in place, the version-1 datagram `buf[at..at + len]`, with `wire_path` as its
+/// path id. The folded form ends where the datagram ends and starts 7 bytes in for data,
+/// 3 for control messages: its body (the payload and, for data, `seq`'s low half and
+/// `path_seq`) is already where it belongs, and only the path id and the timestamp are
+/// written. Returns the type (the envelope's kind byte carries it) and where the folded
+/// form starts. Errors: the datagram does not parse (its [`WireError`]; nothing
+/// written) or does not fit in `buf` (`BufferTooSmall`).
+pub fn fold_in_place(
+    buf: &mut [u8],
+    at: usize,
+    len: usize,
+    wire_path: u8,
+) -> Result<(MessageType, usize), WireError> {
+    let end = at.checked_add(len).ok_or(WireError::BufferTooSmall)?;
+    let v1 = buf.get_mut(at..end).ok_or(WireError::BufferTooSmall)?;
+    let ty = Packet::new_checked(&*v1)?.message_type();
+    let s = saving(ty);
+    // Data: the timestamp moves over `seq`'s high half, which the folded form drops.
+    // Control: it is already in place.
+    v1.copy_within(4..8, s + 1);
+    v1[s] = wire_path;
+    Ok((ty, at + s))
 }
 
 /// The receiver's reference for rebuilding `seq`: the highest it accepted from the peer.
@@ -214,10 +219,21 @@ mod tests {
         b
     }
 
-    /// Fold, put 8 bytes in front (where the envelope's header goes), unfold.
+    /// The folded form of `v1` (folded in place in a copy).
+    fn fold(v1: &[u8], wire_path: u8) -> Result<(MessageType, Vec<u8>), WireError> {
+        let mut buf = v1.to_vec();
+        let (ty, start) = fold_in_place(&mut buf, 0, v1.len(), wire_path)?;
+        Ok((ty, buf.split_off(start)))
+    }
+
+    /// Fold in place behind 8 bytes (where the envelope's header goes, as the sealer
+    /// has it), move the folded form up to them, unfold.
     fn round_trip(v1: &[u8], seq_ref: &mut SeqRef) -> Result<Vec<u8>, WireError> {
         let mut buf = vec![0xaau8; 8 + v1.len()];
-        let (ty, n) = fold(v1, 0x02, &mut buf[8..])?;
+        buf[1..1 + v1.len()].copy_from_slice(v1);
+        let (ty, start) = fold_in_place(&mut buf, 1, v1.len(), 0x02)?;
+        let n = v1.len() + 1 - start;
+        buf.copy_within(start..start + n, 8);
         let r = unfold(ty as u8, &mut buf, 8, n, seq_ref)?;
         Ok(buf[r].to_vec())
     }
@@ -225,12 +241,11 @@ mod tests {
     #[test]
     fn folded_data_bytes_are_pinned() {
         let d = v1(&messages()[0]);
-        let mut out = [0xffu8; 32];
-        let (ty, n) = fold(&d, 7, &mut out).expect("fits");
+        let (ty, out) = fold(&d, 7).expect("folds");
         assert_eq!(ty, MessageType::Data);
-        assert_eq!(n, FOLDED_DATA_HEADER_LEN + 5);
+        assert_eq!(out.len(), FOLDED_DATA_HEADER_LEN + 5);
         assert_eq!(
-            &out[..n],
+            out,
             &[
                 7, // wire path id
                 0x03, 0x04, 0x05, 0x06, // timestamp
@@ -240,16 +255,16 @@ mod tests {
             ]
         );
         let part = v1(&messages()[2]);
-        let (ty, n) = fold(&part, 7, &mut out).expect("fits");
+        let (ty, out) = fold(&part, 7).expect("folds");
         assert_eq!(ty, MessageType::DataPart);
         assert_eq!(
-            &out[..n],
+            out,
             &[7, 3, 4, 5, 6, 0x14, 0x15, 0x16, 0x17, 0x20, 0x21, 0x22, 0x23, 1, 3, 4, 9, 8, 7]
         );
         let probe = v1(&messages()[3]);
-        let (ty, n) = fold(&probe, 7, &mut out).expect("fits");
+        let (ty, out) = fold(&probe, 7).expect("folds");
         assert_eq!(ty, MessageType::Probe);
-        assert_eq!(&out[..n], &[&[7, 3, 4, 5, 6][..], &probe[8..]].concat()[..]);
+        assert_eq!(out, [&[7, 3, 4, 5, 6][..], &probe[8..]].concat());
     }
 
     #[test]
@@ -344,13 +359,18 @@ mod tests {
         );
         assert_eq!(r.get(), Some(42));
         // Folding: what does not parse, and a buffer too short.
+        let mut bad = [2u8, 0, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa];
         assert_eq!(
-            fold(&[2, 0], 0, &mut buf),
+            fold_in_place(&mut bad, 0, 8, 0),
             Err(WireError::UnknownVersion(2))
         );
+        assert_eq!(bad, [2, 0, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa]);
         let d = v1(&messages()[0]);
-        let mut out = [0xaau8; 17];
-        assert_eq!(fold(&d, 0, &mut out), Err(WireError::BufferTooSmall));
-        assert!(out.iter().all(|&b| b == 0xaa));
+        let mut short = d.clone();
+        assert_eq!(
+            fold_in_place(&mut short, 1, d.len(), 0),
+            Err(WireError::BufferTooSmall)
+        );
+        assert_eq!(short, d);
     }
 }

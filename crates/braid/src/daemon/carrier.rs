@@ -332,6 +332,41 @@ impl PathIo {
         outcome
     }
 
+    /// Where the endpoint may write this path's next datagram in place: the tail of its
+    /// run, on a UDP path with an open socket, if it has at least `room` bytes.
+    pub(super) fn run_tail(&mut self, room: usize) -> Option<&mut [u8]> {
+        match &mut self.carrier {
+            Carrier::Udp(u) if u.sock.is_some() => Some(u.run.tail()).filter(|t| t.len() >= room),
+            _ => None,
+        }
+    }
+
+    /// The datagram of `t.len` bytes at the start of [`PathIo::run_tail`].
+    pub(super) fn tail_datagram(&mut self, t: &Transmit) -> Option<&[u8]> {
+        self.run_tail(0).and_then(|tail| tail.get(..t.len))
+    }
+
+    /// Take the datagram the endpoint wrote at the start of [`PathIo::run_tail`] into the
+    /// run as it lies, if it may join it; if not (another address, a longer datagram, a
+    /// full run, no address or socket), the job comes back and the datagram goes through
+    /// [`PathIo::queue`].
+    pub(super) fn commit(
+        &mut self,
+        t: &Transmit,
+        seal: Option<PendingSeal>,
+    ) -> Result<(), Option<PendingSeal>> {
+        let Carrier::Udp(u) = &mut self.carrier else {
+            return Err(seal);
+        };
+        match (u.sock.as_ref(), t.to) {
+            (Some(sock), Some(to)) if u.run.fits(to, t.len, sock.max_run()) => {
+                u.run.commit(to, t.len, seal);
+                Ok(())
+            }
+            _ => Err(seal),
+        }
+    }
+
     /// Send the path's run (see [`PathIo::queue`]): here, or by a sending thread, whose
     /// outcome comes back later ([`PathIo::sent`]).
     pub(super) fn flush(&mut self, now: Instant, workers: Option<&mut Workers>) -> Outcome {

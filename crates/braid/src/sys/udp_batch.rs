@@ -10,6 +10,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 
 use braid_core::crypto::PendingSeal;
+use braid_core::MAX_DATAGRAM;
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 
 use super::udp::{self, OpenError};
@@ -103,7 +104,7 @@ impl BatchSocket {
         let t = Transmit {
             destination: to,
             ecn: None,
-            contents: &run.buf,
+            contents: run.bytes(),
             segment_size: (run.count > 1).then_some(run.segment),
             src_ip: None,
         };
@@ -234,9 +235,16 @@ fn segments(data: &mut [u8], stride: usize) -> impl Iterator<Item = &mut [u8]> {
 /// destination, all of one size but the last, which may be shorter and ends the run.
 /// Sealed datagrams may join it laid out but not yet encrypted, with their
 /// [`PendingSeal`]: [`TxRun::seal`] does them all, wherever the run is sent from.
+///
+/// Made by [`TxRun::with_capacity`], its buffer always has [`TAIL_ROOM`] bytes after the
+/// datagrams, so the next one can be written there in place ([`TxRun::tail`],
+/// [`TxRun::commit`]) instead of copied in. (The default one has no buffer until its
+/// first [`TxRun::push`]: what a finished run leaves behind, allocating nothing.)
 #[derive(Debug, Default)]
 pub struct TxRun {
+    /// `MAX_RUN_BYTES + TAIL_ROOM` bytes long (or empty); the run is `buf[..used]`.
     buf: Vec<u8>,
+    used: usize,
     to: Option<SocketAddr>,
     segment: usize,
     count: usize,
@@ -245,11 +253,17 @@ pub struct TxRun {
     seals: Vec<(usize, PendingSeal)>,
 }
 
+/// Bytes free behind a run's datagrams, whatever it holds: room for any datagram the
+/// endpoint writes (as large as the daemon's own transmit buffer, with the sealing
+/// overhead and some to spare).
+pub const TAIL_ROOM: usize = MAX_DATAGRAM + 64;
+
 impl TxRun {
-    /// An empty run with room for the largest one, so that filling it never allocates.
+    /// An empty run with room for the largest one, so that filling it never allocates
+    /// (zeroed pages the kernel maps as they are first written).
     pub fn with_capacity() -> TxRun {
         TxRun {
-            buf: Vec::with_capacity(MAX_RUN_BYTES),
+            buf: vec![0; MAX_RUN_BYTES + TAIL_ROOM],
             seals: Vec::with_capacity(MAX_RUN),
             ..TxRun::default()
         }
@@ -262,23 +276,44 @@ impl TxRun {
                 && !self.ended
                 && len <= self.segment
                 && self.count < max
-                && self.buf.len() + len <= MAX_RUN_BYTES)
+                && self.used + len <= MAX_RUN_BYTES)
     }
 
     /// Add a datagram ([`TxRun::fits`] said it may), with the job that seals it if it is
     /// not sealed yet.
     pub fn push(&mut self, to: SocketAddr, data: &[u8], seal: Option<PendingSeal>) {
+        if self.buf.is_empty() {
+            *self = TxRun::with_capacity();
+        }
+        self.tail()[..data.len()].copy_from_slice(data);
+        self.commit(to, data.len(), seal);
+    }
+
+    /// Where the next datagram goes: at least [`TAIL_ROOM`] bytes (in a run made by
+    /// [`TxRun::with_capacity`]).
+    pub fn tail(&mut self) -> &mut [u8] {
+        &mut self.buf[self.used..]
+    }
+
+    /// Add the datagram of `len` bytes written at the start of [`TxRun::tail`]
+    /// ([`TxRun::fits`] said it may), with the job that seals it if it is not sealed yet.
+    pub fn commit(&mut self, to: SocketAddr, len: usize, seal: Option<PendingSeal>) {
         if self.count == 0 {
             self.to = Some(to);
-            self.segment = data.len();
-        } else if data.len() < self.segment {
+            self.segment = len;
+        } else if len < self.segment {
             self.ended = true;
         }
         if let Some(job) = seal {
-            self.seals.push((self.buf.len(), job));
+            self.seals.push((self.used, job));
         }
-        self.buf.extend_from_slice(data);
+        self.used += len;
         self.count += 1;
+    }
+
+    /// The run's datagrams, one after another.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.used]
     }
 
     /// Run the AEAD of every datagram that waits for it. On an error (there is none: each
@@ -286,8 +321,9 @@ impl TxRun {
     /// so that no plaintext is ever sent.
     fn seal(&mut self) -> io::Result<()> {
         let mut failed = false;
+        let used = self.used;
         for (at, job) in self.seals.drain(..) {
-            let sealed = self.buf.get_mut(at..).map(|d| job.seal(d));
+            let sealed = self.buf.get_mut(at..used).map(|d| job.seal(d));
             failed |= !matches!(sealed, Some(Ok(())));
         }
         if failed {
@@ -309,7 +345,7 @@ impl TxRun {
 
     /// Empty it (keeping its buffer).
     pub fn clear(&mut self) {
-        self.buf.clear();
+        self.used = 0;
         self.to = None;
         self.count = 0;
         self.ended = false;
@@ -337,7 +373,7 @@ mod tests {
         assert!(!r.fits(addr(1), 100, 1), "the run is full");
         r.push(addr(1), &[2; 60], None);
         assert!(!r.fits(addr(1), 60, 64), "a short datagram ended it");
-        assert_eq!((r.len(), r.buf.len(), r.segment), (2, 160, 100));
+        assert_eq!((r.len(), r.bytes().len(), r.segment), (2, 160, 100));
         r.clear();
         assert!(r.is_empty() && r.fits(addr(2), 1400, 64));
     }
@@ -352,7 +388,23 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, MAX_RUN_BYTES / 1400);
-        assert!(r.buf.len() <= MAX_RUN_BYTES);
+        assert!(r.bytes().len() <= MAX_RUN_BYTES);
+        assert!(r.tail().len() >= TAIL_ROOM, "a full run still has its tail");
+    }
+
+    #[test]
+    fn a_datagram_written_in_the_tail_joins_the_run_where_it_lies() {
+        let (mut pushed, mut written) = (TxRun::default(), TxRun::with_capacity());
+        for (i, len) in [(1u8, 100), (2, 100), (3, 60)] {
+            pushed.push(addr(1), &vec![i; len], None);
+            let tail = written.tail();
+            assert!(tail.len() >= TAIL_ROOM);
+            tail[..len].fill(i);
+            written.commit(addr(1), len, None);
+        }
+        assert_eq!(written.bytes(), pushed.bytes());
+        assert_eq!((written.len(), written.segment), (3, 100));
+        assert!(!written.fits(addr(1), 60, 64), "the short one ended it");
     }
 
     #[test]
