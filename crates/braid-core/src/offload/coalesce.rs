@@ -187,7 +187,7 @@ impl Coalescer {
         let buf = &mut self.store[at..at + vnet::LEN + packet.len()];
         // The buffer is LEN bytes or more: emit cannot fail.
         let _ = VnetHdr::NONE.emit(buf);
-        buf[vnet::LEN..].copy_from_slice(packet);
+        let dst = &mut buf[vnet::LEN..];
         // A segment that may take more; any other TCP packet only marks its flow, so
         // that nothing of the flow is appended to a frame before it.
         let tcp = match seg {
@@ -195,22 +195,25 @@ impl Coalescer {
                 seg: s,
                 segs: 1,
                 next_seq: s.seq.wrapping_add(s.payload as u32),
-                closed: s.psh || !checksums_valid(packet, &s),
+                closed: !copy_checked(dst, packet, &s, 0) || s.psh,
             }),
-            None => flow_of(packet).map(|(v6, udp, ip_len)| Item {
-                seg: Seg {
-                    v6,
-                    udp,
-                    ip_len,
-                    l4_len: 0,
-                    seq: 0,
-                    psh: false,
-                    payload: 0,
-                },
-                segs: 1,
-                next_seq: 0,
-                closed: true,
-            }),
+            None => {
+                dst.copy_from_slice(packet);
+                flow_of(packet).map(|(v6, udp, ip_len)| Item {
+                    seg: Seg {
+                        v6,
+                        udp,
+                        ip_len,
+                        l4_len: 0,
+                        seq: 0,
+                        psh: false,
+                        payload: 0,
+                    },
+                    segs: 1,
+                    next_seq: 0,
+                    closed: true,
+                })
+            }
         };
         self.frames.push(Slot {
             len: vnet::LEN + packet.len(),
@@ -274,12 +277,14 @@ impl Coalescer {
                 && (head[t + 8..t + 13] != p[t + 8..t + 13]
                     || head[t + 14..t + 16] != p[t + 14..t + 16]
                     || head[t + 18..t + h.l4_len] != p[t + 18..t + s.l4_len]))
-            || !checksums_valid(p, s)
         {
             return false;
         }
         let frame = &mut self.store[at..at + slot.len + s.payload];
-        frame[slot.len..].copy_from_slice(&p[s.ip_len + s.l4_len..]);
+        // The payload goes in behind the frame's end, which moves only if it verifies.
+        if !copy_checked(&mut frame[slot.len..], p, s, s.ip_len + s.l4_len) {
+            return false;
+        }
         item.segs += 1;
         item.next_seq = s.seq.wrapping_add(s.payload as u32);
         item.closed = s.payload < h.payload || s.psh;
@@ -428,10 +433,20 @@ fn flow_of(p: &[u8]) -> Option<(bool, bool, usize)> {
     (t >= 20 && p.len() >= t + 4).then_some((v6, udp, t))
 }
 
-/// The IPv4 header checksum and the TCP/UDP checksum of `p` check out.
-fn checksums_valid(p: &[u8], s: &Seg) -> bool {
+/// Copy `p[from..]` (`from`: 0, or where segment `s`'s payload starts) into `dst` and
+/// say whether `p`'s IPv4 header checksum and TCP/UDP checksum check out: what is copied
+/// is read once, summed as it is copied.
+fn copy_checked(dst: &mut [u8], p: &[u8], s: &Seg, from: usize) -> bool {
     let t = s.ip_len;
     let proto = if s.udp { PROTO_UDP } else { PROTO_TCP };
-    (s.v6 || checksum::sum(&p[..t], 0) == 0xffff)
-        && checksum::sum(&p[t..], pseudo_sum(p, s.v6, proto, p.len() - t)) == 0xffff
+    let pseudo = pseudo_sum(p, s.v6, proto, p.len() - t);
+    let transport = if from == 0 {
+        dst[..t].copy_from_slice(&p[..t]);
+        checksum::copy_and_sum(&mut dst[t..], &p[t..], pseudo)
+    } else {
+        // The transport header is a whole number of 16-bit words: the sums add up.
+        let head = checksum::sum(&p[t..from], pseudo);
+        checksum::add(head, checksum::copy_and_sum(dst, &p[from..], 0))
+    };
+    (s.v6 || checksum::sum(&p[..t], 0) == 0xffff) && transport == 0xffff
 }

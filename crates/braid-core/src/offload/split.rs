@@ -231,7 +231,8 @@ impl<'a> Segments<'a> {
         let total = self.hdr_len + data;
         let out = out.get_mut(..total).ok_or(SplitError::BufferTooSmall)?;
         out[..self.hdr_len].copy_from_slice(&frame[..self.hdr_len]);
-        out[self.hdr_len..].copy_from_slice(&frame[self.at..end]);
+        // The payload is read once: copied and summed for the checksum in one pass.
+        let payload_sum = checksum::copy_and_sum(&mut out[self.hdr_len..], &frame[self.at..end], 0);
         let i = self.index;
         // IP header.
         let total16 = u16::try_from(total).map_err(|_| SplitError::TooLong)?;
@@ -269,7 +270,10 @@ impl<'a> Segments<'a> {
         };
         out[csum_at..csum_at + 2].fill(0);
         let pseudo = pseudo_sum(out, self.v6, proto, len);
-        let mut c = checksum::checksum(&out[t..], pseudo);
+        // The transport header is a whole number of 16-bit words (TCP's data offset
+        // counts words of 4 bytes, UDP's is 8): its sum and the payload's add up.
+        let head = checksum::sum(&out[t..self.hdr_len], pseudo);
+        let mut c = !checksum::add(head, payload_sum);
         if !self.tcp && c == 0 {
             // UDP: a zero checksum means "none"; send its other form.
             c = 0xffff;

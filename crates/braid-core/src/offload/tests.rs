@@ -432,6 +432,38 @@ fn coalesce_refuses_what_would_change_the_packets() {
     );
 }
 
+/// A segment whose checksum fails (in its TCP header or its payload) is neither merged
+/// nor merged into, and comes out as it came; what the summing copy of a refused one
+/// left behind a frame's end never shows.
+#[test]
+fn a_segment_that_fails_its_checksum_is_written_as_it_came() {
+    let d = payload(1000);
+    let seg = |seq: u32, id: u16| tcp(false, seq, ACK, &TS, &d, id);
+    // 20 + 16: the TCP checksum field; 500: the payload.
+    for at in [36, 500] {
+        let mut bad = seg(1000, 1);
+        bad[at] ^= 1;
+        let mut c = Coalescer::new(4, MAX_FRAME);
+        c.push(&seg(0, 0)).unwrap();
+        assert_eq!(c.push(&bad).unwrap().frame, 1, "byte {at}: not merged");
+        // What comes after it does not go before it.
+        assert_eq!(c.push(&seg(2000, 2)).unwrap().frame, 2, "byte {at}");
+        assert_eq!(
+            &c.frame(0).unwrap()[vnet::LEN..],
+            &seg(0, 0)[..],
+            "byte {at}"
+        );
+        assert_eq!(&c.frame(1).unwrap()[vnet::LEN..], &bad[..], "byte {at}");
+        // A first segment that fails starts a frame nothing joins.
+        let mut c = Coalescer::new(4, MAX_FRAME);
+        let mut first = seg(0, 0);
+        first[at] ^= 1;
+        c.push(&first).unwrap();
+        assert!(!c.push(&seg(1000, 1)).unwrap().merged, "byte {at}");
+        assert_eq!(&c.frame(0).unwrap()[vnet::LEN..], &first[..], "byte {at}");
+    }
+}
+
 #[test]
 fn malformed_reads_are_typed_errors() {
     let data = payload(3000);
