@@ -102,9 +102,11 @@ pub struct Daemon {
     interface: String,
     address: String,
     tx_buf: Vec<u8>,
-    /// The path the last datagram went to: the endpoint writes the next one straight
-    /// into its run (see `turn_output`).
+    /// The path the next datagram most likely goes to: the endpoint writes it straight
+    /// into that path's run (see `turn_output`, `place`).
     tx_guess: usize,
+    /// The path the last datagram went to.
+    tx_last: usize,
     rx_buf: Vec<u8>,
     /// What a UDP path's socket has, read in one go.
     rx_batch: RecvBatch,
@@ -293,6 +295,7 @@ impl Daemon {
             address: b.address.to_string(),
             tx_buf: vec![0; bufsize.max(MAX_DATAGRAM)],
             tx_guess: 0,
+            tx_last: 0,
             rx_buf: vec![0; MAX_DATAGRAM],
             rx_batch: RecvBatch::default(),
             pollfds: Vec::with_capacity(8 + cfg.paths.len() + control::MAX_CLIENTS),
@@ -565,9 +568,9 @@ impl Daemon {
         self.take_opened(now);
         self.count_sent(now);
         loop {
-            // The endpoint writes each datagram straight into the run of the path the last
-            // one went to, where the next usually goes too (with one path, always); one
-            // for another path is copied from there into its own (`PathIo::queue`).
+            // The endpoint writes each datagram straight into the run of the path it most
+            // likely goes to (`place`); one for another path is copied from there into its
+            // own (`PathIo::queue`).
             let g = self.tx_guess;
             let room = self.tx_buf.len();
             let tail = self.paths.get_mut(g).and_then(|p| p.run_tail(room));
@@ -625,7 +628,14 @@ impl Daemon {
         let Some(k) = self.paths.iter().position(|p| p.id == t.path) else {
             return carrier::Outcome::Fine;
         };
-        self.tx_guess = k;
+        // Striping moves on to the next path with each datagram (the bond takes its
+        // paths in turn); one path, or flows pinned to paths, stay.
+        self.tx_guess = if k == self.tx_last {
+            k
+        } else {
+            (k + 1) % self.paths.len()
+        };
+        self.tx_last = k;
         let workers = self.workers.as_mut();
         let seal = match wrote_in {
             Some(g) if g == k => match self.paths[k].commit(t, seal) {

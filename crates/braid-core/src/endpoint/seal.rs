@@ -299,8 +299,8 @@ impl Sealer {
         seal_now(&job, out)
     }
 
-    /// Fold the version-1 datagram `out[FOLD_AT..FOLD_AT + len]` in place, behind the envelope's
-    /// header, and give it the session's next counter (with keys).
+    /// Fold the version-1 datagram `out[FOLD_AT..FOLD_AT + len]` in place, behind the
+    /// envelope's header, and give it the session's next counter (with keys).
     fn fold_and_number(
         &mut self,
         now: Instant,
