@@ -797,7 +797,6 @@ impl Daemon {
     }
 }
 
-/// A path's datagrams read by the loop, handed to the endpoint (opened there).
 /// Two different elements of `v`, both mutable.
 fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
     assert_ne!(a, b, "two different elements");
@@ -810,6 +809,7 @@ fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
     }
 }
 
+/// A path's datagrams read by the loop, handed to the endpoint (opened there).
 fn hand_to_endpoint(
     now: Instant,
     ep: &mut Endpoint,
