@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use braid_core::ether::{
-    ArpMonitor, DropReason, Egress, EtherBond, EtherConfig, Ingress, MemberConfig, MemberId, Mode,
+    ArpMonitor, DropReason, Egress, EtherBond, EtherConfig, Ingress, MemberConfig, MemberId,
+    Mode,
 };
 use braid_core::hash::HashPolicy;
 use braid_core::lacp::Rate;
@@ -27,32 +28,14 @@ use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Wait {
-        ms: u16,
-    },
+    Wait { ms: u16 },
     /// Deliver the peer's oldest frame on a member, changing byte `at` by `xor`.
-    Deliver {
-        member: u8,
-        at: u8,
-        xor: u8,
-    },
-    Drop {
-        member: u8,
-    },
-    Tx {
-        bytes: Vec<u8>,
-    },
-    Rx {
-        member: u8,
-        bytes: Vec<u8>,
-    },
-    ArpReply {
-        member: u8,
-    },
-    Link {
-        member: u8,
-        up: bool,
-    },
+    Deliver { member: u8, at: u8, xor: u8 },
+    Drop { member: u8 },
+    Tx { bytes: Vec<u8> },
+    Rx { member: u8, bytes: Vec<u8> },
+    ArpReply { member: u8 },
+    Link { member: u8, up: bool },
 }
 
 #[derive(Arbitrary, Debug)]

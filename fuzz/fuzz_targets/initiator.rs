@@ -29,9 +29,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
+use braid_core::fuzzing::MacKeys;
 use braid_core::crypto::envelope::{COOKIE_REPLY_LEN, MAC_LEN, OVERHEAD, RESPONSE_LEN};
 use braid_core::crypto::{Opened, PrivateKey, Tunnel, TunnelConfig};
-use braid_core::fuzzing::MacKeys;
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;
 

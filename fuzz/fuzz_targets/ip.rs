@@ -8,14 +8,14 @@
 //! extension walk that ends where an upper-layer header starts or says it did not end).
 #![no_main]
 
-use braid_core::fuzzing::skips_equalization;
 use braid_core::fuzzing::GroupKey;
+use braid_core::fuzzing::skips_equalization;
 use braid_core::shape::Classifier;
+use braid_core::Frames;
 use braid_core::shape::{ClassId, FilterSpec, PortRange, Prefix};
 use braid_core::wire::ip::{
     is_extension_header, IpPacket, Ports, TcpPacket, MAX_EXTENSION_HEADERS,
 };
-use braid_core::Frames;
 use libfuzzer_sys::fuzz_target;
 
 fn transport(l4: &[u8]) {

@@ -18,39 +18,21 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use braid_core::lacp::{
-    emit_lacpdu, emit_marker, parse, Lacp, LacpConfig, LacpError, Mode, PortConfig, PortId, Rate,
-    SlowPdu, State, FRAME_LEN,
+    emit_lacpdu, emit_marker, parse, Lacp, LacpConfig, LacpError, Mode, PortConfig, PortId,
+    Rate, SlowPdu, State, FRAME_LEN,
 };
 use braid_core::Instant;
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Wait {
-        ms: u16,
-    },
+    Wait { ms: u16 },
     /// Deliver the partner's oldest frame on a cable, changing byte `at` by `xor`.
-    Deliver {
-        cable: bool,
-        at: u8,
-        xor: u8,
-    },
-    Drop {
-        cable: bool,
-    },
-    Raw {
-        port: bool,
-        bytes: Vec<u8>,
-    },
-    Oversized {
-        port: bool,
-        len: u16,
-        fill: u8,
-    },
-    Link {
-        port: bool,
-        up: bool,
-    },
+    Deliver { cable: bool, at: u8, xor: u8 },
+    Drop { cable: bool },
+    Raw { port: bool, bytes: Vec<u8> },
+    Oversized { port: bool, len: u16, fill: u8 },
+    Link { port: bool, up: bool },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -121,22 +103,14 @@ fuzz_target!(|input: Input| {
     let cfg = LacpConfig {
         system_mac: [2, 0, 0, 0, 0, 1],
         rate: if input.fast { Rate::Fast } else { Rate::Slow },
-        mode: if input.active {
-            Mode::Active
-        } else {
-            Mode::Passive
-        },
+        mode: if input.active { Mode::Active } else { Mode::Passive },
         min_links: u16::from(input.min_links % 4),
         fallback_ab: input.fallback_ab,
         ..LacpConfig::default()
     };
     let partner_cfg = LacpConfig {
         system_mac: [2, 0, 0, 0, 0, 2],
-        mode: if input.partner_active {
-            Mode::Active
-        } else {
-            Mode::Passive
-        },
+        mode: if input.partner_active { Mode::Active } else { Mode::Passive },
         ..LacpConfig::default()
     };
     let mut now = Instant::ZERO;

@@ -21,10 +21,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(reports.len() + p.malformed as usize <= data.len() / 16 + 1);
 
     // The first message's length, rounded up to 4 as netlink aligns.
-    let Some(len) = data
-        .get(0..4)
-        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-    else {
+    let Some(len) = data.get(0..4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])) else {
         return;
     };
     let step = (len as usize).saturating_add(3) & !3;

@@ -194,12 +194,7 @@ fuzz_target!(|input: Input| {
                 deadline_ms,
                 hold_ms,
                 len,
-            } => m.insert(
-                base.wrapping_add(offset as i64 as u64),
-                deadline_ms,
-                hold_ms,
-                len,
-            ),
+            } => m.insert(base.wrapping_add(offset as i64 as u64), deadline_ms, hold_ms, len),
             Op::InsertAny { seq, deadline_ms } => m.insert(seq, deadline_ms, 0, 0),
             Op::Advance { micros } => m.now = m.now + Duration::from_micros(u64::from(micros)),
             Op::ToTimeout => {
@@ -209,7 +204,8 @@ fuzz_target!(|input: Input| {
                     }
                     // At poll_timeout something happens: a packet comes out, or (a gap
                     // given up in front of a held packet) the timeout moves later.
-                    let progressed = m.poll() || m.rb.poll_timeout().is_none_or(|t2| t2 > t);
+                    let progressed =
+                        m.poll() || m.rb.poll_timeout().is_none_or(|t2| t2 > t);
                     assert!(progressed, "nothing happened at poll_timeout {t:?}");
                 }
             }

@@ -139,19 +139,13 @@ pub fn check<D: Deframer>(data: &[u8]) -> Option<(Vec<Ev>, usize, bool)> {
     let mut hunter = D::with_max_frame(max_frame);
     hunter.hunt();
     let (mut hunted, hd) = run_from(hunter, line, chunk, errors);
-    let k = line
-        .iter()
-        .position(|&b| b == D::DELIM)
-        .unwrap_or(line.len());
+    let k = line.iter().position(|&b| b == D::DELIM).unwrap_or(line.len());
     let (rest, _) = run::<D>(max_frame, &line[k..], usize::MAX, errors);
     let partial = hunted.first() == Some(&Ev::Dropped(DropReason::Partial));
     if partial {
         hunted.remove(0);
     }
-    assert_eq!(
-        hunted, rest,
-        "hunting changed what follows the first delimiter"
-    );
+    assert_eq!(hunted, rest, "hunting changed what follows the first delimiter");
     assert!(!hunted.contains(&Ev::Dropped(DropReason::Partial)));
     assert_eq!(hd.stats().partial, u64::from(partial));
 

@@ -289,14 +289,11 @@ impl Sealer {
         wire_path: u8,
         out: &mut [u8],
     ) -> Option<usize> {
-        let at = if self.tunnel.is_some() { FOLD_AT } else { 0 };
-        out.get_mut(at..at + datagram.len())?
-            .copy_from_slice(datagram);
-        if self.tunnel.is_none() {
-            return Some(datagram.len());
+        if self.tunnel.is_some() {
+            return self.outgoing(now, datagram, wire_path, out);
         }
-        let job = self.fold_and_number(now, out, datagram.len(), wire_path)?;
-        seal_now(&job, out)
+        out.get_mut(..datagram.len())?.copy_from_slice(datagram);
+        Some(datagram.len())
     }
 
     /// Fold the version-1 datagram `out[FOLD_AT..FOLD_AT + len]` in place, behind the
