@@ -361,6 +361,9 @@ impl Bond {
             return;
         }
         self.refresh_states();
+        if self.scheduler.weighs_queues() && !self.scheduler.pins_flows() {
+            self.skip_full_queues();
+        }
         let first = self.scheduler.choose(now, packet, &self.states);
         let choice = if self.scheduler.pins_flows() || self.scheduler.weighs_queues() {
             first
@@ -429,18 +432,38 @@ impl Bond {
     /// instead of handing over packets that could only wait here or be dropped. True
     /// when no path is up: those are dropped and counted.
     pub fn wants_packets(&self) -> bool {
-        let limit = self.cfg.queue_max_delay;
-        let holds_backlog = |l: &Link| {
-            let n = l.queue.len();
-            // A fast path: a whole backlog of packets like these drains within the limit.
-            let short = n >= SHORT_BACKLOG_PACKETS
-                && (l.queue_delay() / n as u32)
-                    .checked_mul(BACKLOG_PACKETS as u32)
-                    .is_some_and(|d| d <= limit);
-            n >= BACKLOG_PACKETS || short
-        };
         let mut up = self.links.iter().filter(|l| l.is_up()).peekable();
-        up.peek().is_none() || up.any(|l| !holds_backlog(l))
+        up.peek().is_none() || up.any(|l| !self.holds_backlog(l))
+    }
+
+    /// Whether `l` holds its backlog ([`BACKLOG_PACKETS`], or [`SHORT_BACKLOG_PACKETS`]
+    /// on a fast path).
+    fn holds_backlog(&self, l: &Link) -> bool {
+        let n = l.queue.len();
+        // A fast path: a whole backlog of packets like these drains within the limit.
+        let short = n >= SHORT_BACKLOG_PACKETS
+            && (l.queue_delay() / n as u32)
+                .checked_mul(BACKLOG_PACKETS as u32)
+                .is_some_and(|d| d <= self.cfg.queue_max_delay);
+        n >= BACKLOG_PACKETS || short
+    }
+
+    /// A scheduler that weighs queues itself still gets no path that holds its backlog
+    /// while another usable one does not: its estimate of a queue's drain is a rate, and
+    /// on a fast path a long queue drains in bursts. Such a queue's packets would wait
+    /// there for milliseconds while later ones left on the others, and the receiver give
+    /// up on them before they came.
+    fn skip_full_queues(&mut self) {
+        let full = |b: &Bond, id: PathId| b.index(id).is_some_and(|i| b.holds_backlog(&b.links[i]));
+        let any_room = self.states.iter().any(|s| s.usable && !full(self, s.id));
+        if !any_room {
+            return;
+        }
+        for k in 0..self.states.len() {
+            if self.states[k].usable && full(self, self.states[k].id) {
+                self.states[k].usable = false;
+            }
+        }
     }
 
     /// A path whose queue already holds PASS_ON_DELAY is full for this purpose: where the

@@ -981,6 +981,41 @@ fn the_bond_wants_packets_while_a_path_has_room() {
     assert!(pair.a.wants_packets(), "no path up");
 }
 
+/// The adaptive policy sends nothing to a path that holds its backlog while another has
+/// room: a fast path's long queue drains in bursts, its packets wait there while later
+/// ones leave on the others, and the receiver gives up on them before they come. A burst
+/// of 128 onto a 100 and a 10 Mbit/s path fills both to their short backlog of 64 (by
+/// the policy's estimate alone: 77 and 51).
+#[test]
+fn a_path_holding_its_backlog_gets_no_more_while_another_has_room() {
+    let mut pair = Pair::new(BondConfig::default());
+    pair.add_path(path("fast"), link(100, 1, 1));
+    pair.add_path(path("slow"), link(10, 1, 2));
+    let mut src = Source::new(20, 1000, 1900);
+    pair.run_until(Instant::from_millis(2000), |p| src.feed(p));
+    let queued = |pair: &Pair| -> Vec<u64> {
+        pair.a
+            .status()
+            .paths
+            .iter()
+            .map(|p| p.queued_bytes / 100)
+            .collect()
+    };
+    assert_eq!(queued(&pair), [0, 0]);
+    burst(&mut pair, 2 * SHORT_BACKLOG_PACKETS as u64, 100);
+    let q = queued(&pair);
+    assert!(
+        q.iter().all(|&n| n == SHORT_BACKLOG_PACKETS as u64),
+        "{q:?}"
+    );
+    assert!(!pair.a.wants_packets());
+    // Nothing is lost or left out of order on the way.
+    pair.run_until(Instant::from_millis(4000), |_| {});
+    let s = seqs(&pair);
+    assert_eq!(s.len() as u64, src.sent + 2 * SHORT_BACKLOG_PACKETS as u64);
+    assert_eq!(pair.b.status().reorder.skipped, 0);
+}
+
 /// On paths whose backlog of full-size packets would take longer than the queue delay
 /// limit (1024 of 1200 bytes at 10 Mbit/s: 983 ms), the bond takes packets until that
 /// limit drops them: the drop is the senders' signal, as a full queue's in the kernel.
