@@ -70,6 +70,18 @@ pub const HELD_AFTER_DOWN: Duration = Duration::from_secs(1);
 const PASS_ON_DELAY: Duration = Duration::from_millis(20);
 /// Packet buffers kept for reuse.
 const POOL_MAX: usize = 16384;
+
+/// Whether `l` holds its backlog: [`BACKLOG_PACKETS`], or [`SHORT_BACKLOG_PACKETS`] on a
+/// fast path, one whose whole backlog of packets like these drains within `limit` (the
+/// queue delay limit).
+fn holds_backlog(l: &Link, limit: Duration) -> bool {
+    let n = l.queue.len();
+    let short = n >= SHORT_BACKLOG_PACKETS
+        && (l.queue_delay() / n as u32)
+            .checked_mul(BACKLOG_PACKETS as u32)
+            .is_some_and(|d| d <= limit);
+    n >= BACKLOG_PACKETS || short
+}
 /// Packets up to this long are looked at for a TCP SYN to clamp (an IPv6 SYN with 40
 /// bytes of options in a tagged frame).
 const MSS_CLAMP_LOOK: usize = 160;
@@ -432,20 +444,9 @@ impl Bond {
     /// instead of handing over packets that could only wait here or be dropped. True
     /// when no path is up: those are dropped and counted.
     pub fn wants_packets(&self) -> bool {
+        let limit = self.cfg.queue_max_delay;
         let mut up = self.links.iter().filter(|l| l.is_up()).peekable();
-        up.peek().is_none() || up.any(|l| !self.holds_backlog(l))
-    }
-
-    /// Whether `l` holds its backlog ([`BACKLOG_PACKETS`], or [`SHORT_BACKLOG_PACKETS`]
-    /// on a fast path).
-    fn holds_backlog(&self, l: &Link) -> bool {
-        let n = l.queue.len();
-        // A fast path: a whole backlog of packets like these drains within the limit.
-        let short = n >= SHORT_BACKLOG_PACKETS
-            && (l.queue_delay() / n as u32)
-                .checked_mul(BACKLOG_PACKETS as u32)
-                .is_some_and(|d| d <= self.cfg.queue_max_delay);
-        n >= BACKLOG_PACKETS || short
+        up.peek().is_none() || up.any(|l| !holds_backlog(l, limit))
     }
 
     /// A scheduler that weighs queues itself still gets no path that holds its backlog
@@ -454,14 +455,15 @@ impl Bond {
     /// there for milliseconds while later ones left on the others, and the receiver give
     /// up on them before they came.
     fn skip_full_queues(&mut self) {
-        let full = |b: &Bond, id: PathId| b.index(id).is_some_and(|i| b.holds_backlog(&b.links[i]));
-        let any_room = self.states.iter().any(|s| s.usable && !full(self, s.id));
-        if !any_room {
+        let limit = self.cfg.queue_max_delay;
+        // `refresh_states` lists the paths in the links' order.
+        let room = |(s, l): (&PathState, &Link)| s.usable && !holds_backlog(l, limit);
+        if !self.states.iter().zip(&self.links).any(room) {
             return;
         }
-        for k in 0..self.states.len() {
-            if self.states[k].usable && full(self, self.states[k].id) {
-                self.states[k].usable = false;
+        for (s, l) in self.states.iter_mut().zip(&self.links) {
+            if holds_backlog(l, limit) {
+                s.usable = false;
             }
         }
     }
