@@ -373,7 +373,7 @@ impl Bond {
             return;
         }
         self.refresh_states();
-        if self.scheduler.weighs_queues() && !self.scheduler.pins_flows() {
+        if self.scheduler.weighs_queues() {
             self.skip_full_queues();
         }
         let first = self.scheduler.choose(now, packet, &self.states);
