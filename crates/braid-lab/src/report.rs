@@ -146,6 +146,7 @@ mod tests {
             udp_rcvbuf_errors: (0, 0),
             stall_ms: 200.0,
             cpu_pct: (12.0, 10.0),
+            per_call: (20.0, 30.0),
             host: crate::host::HostLoad {
                 steal_pct: 2.54,
                 lag_max_ms: 131.0,

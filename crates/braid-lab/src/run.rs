@@ -129,6 +129,9 @@ pub struct TestResult {
     pub stall_ms: f64,
     /// CPU used by the daemons (a, b), percent of one core.
     pub cpu_pct: (f64, f64),
+    /// Datagrams per syscall on the paths: side a's per `sendmsg` (UDP GSO runs), side
+    /// b's per `recvmmsg` (GRO lists and batches); 0 where none were made.
+    pub per_call: (f64, f64),
     /// What the host took from the test (steal, stalls of every process).
     pub host: HostLoad,
     /// Cut figures.
@@ -454,16 +457,27 @@ fn rcvbuf_errors(daemons: &Daemons) -> (u64, u64) {
     (of(daemons.a.pid()), of(daemons.b.pid()))
 }
 
-/// Datagrams the path sockets did not send, over every path of a status answer.
-fn io_dropped(v: &Value) -> u64 {
+/// One IO counter summed over every path of a status answer.
+fn io_sum(v: &Value, k: &str) -> u64 {
     v["io"].as_array().map_or(0, |io| {
         io.iter()
-            .map(|p| {
-                let c = &p["counters"];
-                c["send_would_block"].as_u64().unwrap_or(0) + c["send_errors"].as_u64().unwrap_or(0)
-            })
+            .map(|p| p["counters"][k].as_u64().unwrap_or(0))
             .sum()
     })
+}
+
+/// Datagrams per call between two status answers (0 if no calls).
+fn per_call(before: &Value, after: &Value, datagrams: &str, calls: &str) -> f64 {
+    let d = |k| io_sum(after, k).saturating_sub(io_sum(before, k));
+    match d(calls) {
+        0 => 0.0,
+        c => d(datagrams) as f64 / c as f64,
+    }
+}
+
+/// Datagrams the path sockets did not send, over every path of a status answer.
+fn io_dropped(v: &Value) -> u64 {
+    io_sum(v, "send_would_block") + io_sum(v, "send_errors")
 }
 
 /// Start an iperf3 server in `ns` on `addr` (one test, JSON, 100 ms intervals).
@@ -860,6 +874,10 @@ fn run_test(
         ),
         stall_ms: iperf::longest_stall_ms(&ip.intervals),
         cpu_pct: (cpu_pct(cpu0.0, cpu1.0), cpu_pct(cpu0.1, cpu1.1)),
+        per_call: (
+            per_call(&a0, &a1, "send_datagrams", "send_calls"),
+            per_call(&b0, &b1, "recv_datagrams", "recv_calls"),
+        ),
         host,
         cut: cut_result,
         missed: Vec::new(),
@@ -999,6 +1017,29 @@ mod tests {
     }
 
     #[test]
+    fn datagrams_per_call_over_every_path() {
+        let io = |d: [u64; 2], c: [u64; 2]| {
+            serde_json::json!({"io": [
+                {"counters": {"send_datagrams": d[0], "send_calls": c[0]}},
+                {"counters": {"send_datagrams": d[1], "send_calls": c[1]}},
+            ]})
+        };
+        let (before, after) = (io([10, 5], [1, 1]), io([70, 45], [3, 2]));
+        assert_eq!(
+            per_call(&before, &after, "send_datagrams", "send_calls"),
+            100.0 / 3.0
+        );
+        assert_eq!(
+            per_call(&before, &before, "send_datagrams", "send_calls"),
+            0.0
+        );
+        assert_eq!(
+            per_call(&before, &after, "recv_datagrams", "recv_calls"),
+            0.0
+        );
+    }
+
+    #[test]
     fn status_paths_parse_nested_or_flat() {
         let flat: Value = serde_json::json!({"paths":[{"name":"p0","state":"up","tx_bytes":5,"downs":1}],
             "reorder":{"reordered":3}});
@@ -1050,6 +1091,7 @@ mod tests {
             udp_rcvbuf_errors: (0, 0),
             stall_ms: 0.0,
             cpu_pct: (0.0, 0.0),
+            per_call: (0.0, 0.0),
             host: HostLoad::default(),
             cut: None,
             missed: vec![],
