@@ -225,6 +225,10 @@ pub struct Bond {
     /// IP fragment groups: queued whole or dropped whole (`fragments`).
     groups: FragmentGroups,
     states: Vec<PathState>,
+    /// The paths' states as of the first packet of the current run from the TUN, and the
+    /// run's instant (see [`Bond::refresh_run_states`]); `None` outside a run.
+    run_states: Vec<PathState>,
+    run_at: Option<Instant>,
     events: VecDeque<Event>,
     counters: BondCounters,
     shaper: Option<crate::shape::Shaper>,
@@ -249,6 +253,8 @@ impl Bond {
             pool: Vec::new(),
             groups: FragmentGroups::new(cfg.frames),
             states: Vec::new(),
+            run_states: Vec::new(),
+            run_at: None,
             events: VecDeque::new(),
             counters: BondCounters::default(),
             shaper: None,
@@ -259,6 +265,7 @@ impl Bond {
 
     /// Add (enslave) a path. It starts down and comes up when the peer answers probes.
     pub fn add_path(&mut self, now: Instant, cfg: PathConfig) -> Result<PathId, BondError> {
+        self.end_run();
         if self.links.iter().any(|l| l.cfg.name == cfg.name) {
             return Err(BondError::DuplicatePath(cfg.name));
         }
@@ -276,6 +283,7 @@ impl Bond {
 
     /// Remove (emancipate) a path; its queued packets are rescheduled on the others.
     pub fn remove_path(&mut self, now: Instant, id: PathId) -> Result<(), BondError> {
+        self.end_run();
         let i = self.index(id).ok_or(BondError::NoSuchPath)?;
         let mut link = self.links.remove(i);
         self.scheduler.path_removed(id);
@@ -293,6 +301,7 @@ impl Bond {
     /// Change a path's configured speed (EQL's priority, weighted's weight, and the cap
     /// on its pace; 0 = measure, no cap).
     pub fn set_path_bps(&mut self, id: PathId, bps: u64) -> Result<(), BondError> {
+        self.end_run();
         let i = self.index(id).ok_or(BondError::NoSuchPath)?;
         self.links[i].cfg.bps = bps;
         if self.links[i].cfg.fixed_rate && bps > 0 {
@@ -372,7 +381,7 @@ impl Bond {
             self.recycle(buf);
             return;
         }
-        self.refresh_states();
+        self.refresh_run_states();
         if self.scheduler.weighs_queues() {
             self.skip_full_queues();
         }
@@ -604,12 +613,46 @@ impl Bond {
         self.states.extend(self.links.iter().map(|l| l.state(now)));
     }
 
+    /// [`Bond::refresh_states`] for a packet from the TUN. The packets of a run (handed
+    /// over at one instant with no other call between them, as the driver hands over a
+    /// superframe's segments and a turn's reads) change nothing of the paths but their
+    /// queues, so the rest (delays, rates, usability: a few divisions a path) is worked
+    /// out at the run's first packet, not at every one; each packet sees the queues as
+    /// they are. Every entry point that may change a path ends the run ([`Bond::end_run`]).
+    fn refresh_run_states(&mut self) {
+        let now = self.now;
+        if self.run_at != Some(now) {
+            self.refresh_states();
+            self.run_states.clone_from(&self.states);
+            self.run_at = Some(now);
+            return;
+        }
+        self.states.clone_from(&self.run_states);
+        for (s, l) in self.states.iter_mut().zip(&self.links) {
+            s.queued_bytes = l.queued_bytes;
+        }
+        debug_assert!(
+            self.states
+                .iter()
+                .copied()
+                .eq(self.links.iter().map(|l| l.state(now))),
+            "a path changed within a run of TUN packets: an entry point misses end_run"
+        );
+    }
+
+    /// The run of TUN packets, if one was going on, is over (see
+    /// [`Bond::refresh_run_states`]).
+    fn end_run(&mut self) {
+        self.run_at = None;
+    }
+
     fn index(&self, id: PathId) -> Option<usize> {
         self.links.iter().position(|l| l.id == id)
     }
 
     /// A datagram received on a path.
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, bytes: &[u8]) {
+        self.end_run();
         self.now = now;
         let Some(i) = self.index(path) else {
             self.counters.unknown_path += 1;
@@ -835,6 +878,7 @@ impl Bond {
     /// A path's socket failed (interface gone, unreachable): the path is down until it
     /// answers probes again.
     pub fn handle_path_error(&mut self, now: Instant, path: PathId) {
+        self.end_run();
         self.now = now;
         if let Some(i) = self.index(path) {
             let t = self.links[i].health.on_io_error(now);
@@ -869,6 +913,7 @@ impl Bond {
     /// DATA_HEADER_LEN` bytes (frames: [`Frames::max_len`] of the MTU); a smaller one gets
     /// only control messages.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.end_run();
         self.now = now;
         if self.shaper.is_some() {
             self.release(now);
@@ -1047,6 +1092,7 @@ impl Bond {
 
     /// Timers: probes due, missed probes, the scheduler's periodic work.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.end_run();
         self.now = now;
         for i in 0..self.links.len() {
             let t = self.links[i].health.handle_timeout(now);

@@ -22,6 +22,7 @@ impl Bond {
     /// up at its first choice, as a scheduler does at start. For active-backup, `primary`
     /// must be the running path's id.
     pub fn reconfigure(&mut self, now: Instant, mut cfg: BondConfig) {
+        self.end_run();
         self.now = now;
         cfg.mtu = self.cfg.mtu;
         cfg.frames = self.cfg.frames;
@@ -54,6 +55,7 @@ impl Bond {
 
     /// Change a path's active-backup priority.
     pub fn set_path_prio(&mut self, id: PathId, prio: i32) -> Result<(), BondError> {
+        self.end_run();
         let i = self.index(id).ok_or(BondError::NoSuchPath)?;
         self.links[i].cfg.prio = prio;
         Ok(())

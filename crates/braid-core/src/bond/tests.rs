@@ -1045,6 +1045,33 @@ fn a_fast_path_holds_a_short_backlog() {
     assert!(pair.a.wants_packets(), "drained");
 }
 
+/// The packets of a run from the TUN (one instant, nothing else between them) share the
+/// paths' states worked out at its first packet, but each sees the queues the ones
+/// before it left: 40 packets onto two paths of the same rate are shared (15 and 25 by
+/// their measured rates and delays), not all put on one.
+#[test]
+fn a_run_of_tun_packets_sees_its_own_queues() {
+    let mut pair = two_paths_in_use(100, 20);
+    burst(&mut pair, 40, 1200);
+    let at = |i: usize| pair.a.links[i].queue.len();
+    assert!(at(0) >= 10 && at(1) >= 10, "{} and {}", at(0), at(1));
+    assert_eq!(at(0) + at(1), 40);
+}
+
+/// A path that fails within a run is not offered the run's later packets: the call that
+/// took it down ended the run, and the states are worked out again.
+#[test]
+fn a_path_that_fails_within_a_run_gets_none_of_the_rest() {
+    let mut pair = two_paths_in_use(100, 20);
+    burst(&mut pair, 10, 1200);
+    let (now, p0) = (pair.now, pair.a.links[0].id);
+    pair.a.handle_path_error(now, p0);
+    burst(&mut pair, 10, 1200);
+    let at = |i: usize| pair.a.links[i].queue.len();
+    assert_eq!((at(0), at(1)), (0, 20));
+    assert_eq!(pair.a.status().counters.drop_no_path, 0);
+}
+
 /// Two paths of `rate_mbit`, 1 ms, that carried `load_mbit` from 1 s to 2 s: at 2 s, with
 /// nothing queued.
 fn two_paths_in_use(rate_mbit: u64, load_mbit: u64) -> Pair {

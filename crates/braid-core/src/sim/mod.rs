@@ -249,8 +249,20 @@ impl<N: Node> Pair<N> {
     /// how many packets B delivered. The clock counts whole microseconds: a caller
     /// stepping `now` by less stands still.
     pub fn exchange(&mut self, now: Instant, packet: &[u8]) -> usize {
+        self.exchange_run(now, [packet])
+    }
+
+    /// [`Pair::exchange`] with a run of packets entering A's TUN at the same instant (as
+    /// the daemon hands over the segments of a TUN superframe) before either side sends.
+    pub fn exchange_run<'p>(
+        &mut self,
+        now: Instant,
+        packets: impl IntoIterator<Item = &'p [u8]>,
+    ) -> usize {
         self.now = now;
-        self.a.handle_tun_packet(now, packet);
+        for packet in packets {
+            self.a.handle_tun_packet(now, packet);
+        }
         while let Some((path, len)) = self.a.transmit(now, &mut self.buf) {
             if let Some(i) = self.paths.iter().position(|p| p.a_id == path) {
                 let id = self.paths[i].b_id;
