@@ -25,6 +25,20 @@ const PEAK_DECAY: Duration = Duration::from_millis(250);
 /// Half-life of the widening learned from late packets.
 const LATE_DECAY: Duration = Duration::from_secs(2);
 
+/// What is left of something halved every `half_life` after `age`: 1 at no age (no
+/// `powf`: a receiver's datagrams come in batches, many at one instant).
+fn halved(age: Duration, half_life: Duration) -> f64 {
+    if age.is_zero() {
+        return 1.0;
+    }
+    0.5f64.powf(age.as_secs_f64() / half_life.as_secs_f64())
+}
+
+/// `d` in µs (a `u128` would take a slow conversion; no delay here is near 2^64 µs).
+fn micros(d: Duration) -> f64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX) as f64
+}
+
 /// One path's one-way delay, relative to the bond's reference.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct OwdTrack {
@@ -56,8 +70,8 @@ impl OwdTrack {
             }
             Some(last) => {
                 // Decay the peak towards the average, then take the sample if higher.
-                let age = now.saturating_since(last).as_secs_f64() / PEAK_DECAY.as_secs_f64();
-                self.peak = self.avg + (self.peak - self.avg) * 0.5f64.powf(age);
+                self.peak = self.avg
+                    + (self.peak - self.avg) * halved(now.saturating_since(last), PEAK_DECAY);
                 self.peak = self.peak.max(x);
                 self.dev += ((x - self.avg).abs() - self.dev) / 4.0;
                 self.avg += (x - self.avg) / 8.0;
@@ -120,7 +134,7 @@ impl Deadline {
     /// A new longest wait (a config reload); what was learned is kept.
     pub(crate) fn set_max(&mut self, max: Duration) {
         self.max = max;
-        self.late_bonus_us = self.late_bonus_us.min(max.as_micros() as f64);
+        self.late_bonus_us = self.late_bonus_us.min(micros(max));
     }
 
     /// The one-way delay of a datagram sent at `sent` (peer clock) and arriving at `now`,
@@ -144,14 +158,16 @@ impl Deadline {
     /// `striped-unshaped` had 164 and 718 late packets a run (1 / 8 flows) against 52
     /// and 110, so it stays.
     pub(crate) fn on_late(&mut self, now: Instant, current: Duration) {
-        let bonus = self.bonus_at(now) + (current.as_micros() as f64 / 2.0).max(1000.0);
-        self.late_bonus_us = bonus.min(self.max.as_micros() as f64);
+        let bonus = self.bonus_at(now) + (micros(current) / 2.0).max(1000.0);
+        self.late_bonus_us = bonus.min(micros(self.max));
         self.late_at = now;
     }
 
     fn bonus_at(&self, now: Instant) -> f64 {
-        let age = now.saturating_since(self.late_at).as_secs_f64();
-        self.late_bonus_us * 0.5f64.powf(age / LATE_DECAY.as_secs_f64())
+        if self.late_bonus_us == 0.0 {
+            return 0.0;
+        }
+        self.late_bonus_us * halved(now.saturating_since(self.late_at), LATE_DECAY)
     }
 
     /// The deadline for a gap, given every path's delay track and `rtt_spread`: the
@@ -173,9 +189,9 @@ impl Deadline {
         } else {
             (hi - lo).max(0.0)
         };
-        let spread_us = owd_spread.max(rtt_spread.as_micros() as f64);
+        let spread_us = owd_spread.max(micros(rtt_spread));
         // A quarter on top of the spread for what the averages smooth away.
-        let us = (spread_us * 1.25).max(FLOOR.as_micros() as f64) + self.bonus_at(now);
+        let us = (spread_us * 1.25).max(micros(FLOOR)) + self.bonus_at(now);
         Duration::from_micros(us as u64).min(self.max.max(FLOOR))
     }
 }
@@ -186,6 +202,16 @@ mod tests {
 
     fn ms(v: u64) -> Instant {
         Instant::from_millis(v)
+    }
+
+    #[test]
+    fn halving_and_micros() {
+        let s = Duration::from_secs;
+        assert_eq!(halved(Duration::ZERO, s(2)), 1.0);
+        assert_eq!(halved(s(2), s(2)), 0.5);
+        assert_eq!(halved(s(6), s(2)), 0.125);
+        assert_eq!(micros(Duration::from_millis(9)), 9000.0);
+        assert_eq!(micros(Duration::MAX), u64::MAX as f64);
     }
 
     #[test]
