@@ -101,7 +101,9 @@ pub fn parse(server: &str, client: &str) -> Result<IperfResult> {
 
 /// The longest run of consecutive intervals that each delivered less than 10% of the
 /// median interval's bytes, in ms (a TCP stall shows as a run of empty intervals).
-/// The last interval (usually a fragment) is ignored.
+/// The last interval (usually a fragment) is ignored. Each interval counts as its length
+/// to the whole ms: iperf3's timers put its 100 ms intervals a few µs long, and three of
+/// them (300.1 ms) failed a 300 ms target that three exact ones met.
 pub fn longest_stall_ms(intervals: &[Interval]) -> f64 {
     let body = match intervals.len() {
         0 | 1 => intervals,
@@ -117,13 +119,13 @@ pub fn longest_stall_ms(intervals: &[Interval]) -> f64 {
     let (mut best, mut run) = (0.0f64, 0.0f64);
     for i in body {
         if rate(i) < threshold {
-            run += i.end - i.start;
+            run += ((i.end - i.start) * 1000.0).round();
             best = best.max(run);
         } else {
             run = 0.0;
         }
     }
-    best * 1000.0
+    best
 }
 
 fn rate(i: &Interval) -> f64 {
@@ -171,6 +173,13 @@ mod tests {
         assert!((longest_stall_ms(&i) - 300.0).abs() < 1e-6);
         assert_eq!(longest_stall_ms(&iv(&[100, 90, 110, 1])), 0.0);
         assert_eq!(longest_stall_ms(&[]), 0.0);
+        // Intervals a few µs long, as iperf3's timers make them: three are 300 ms.
+        let mut late = iv(&[100, 100, 100, 0, 0, 0, 100, 100, 100]);
+        for (k, i) in late.iter_mut().enumerate() {
+            i.start = k as f64 * 0.100_04;
+            i.end = (k + 1) as f64 * 0.100_04;
+        }
+        assert_eq!(longest_stall_ms(&late), 300.0);
     }
 
     #[test]
