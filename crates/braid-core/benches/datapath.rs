@@ -70,7 +70,8 @@ fn per_packet(bencher: divan::Bencher, policy: &str) {
 const RUN: usize = 45;
 
 /// `per_packet`'s adaptive bond with packets in runs of [`RUN`] at one instant, as the
-/// daemon hands over a superframe's segments; the time is per packet.
+/// daemon hands over a superframe's segments; divan gives the time of a run and the
+/// packets a second.
 #[divan::bench(sample_count = 30, sample_size = 50)]
 fn per_packet_in_runs(bencher: divan::Bencher) {
     let mut pair = ready_pair(SchedulerConfig::Adaptive, 3);
