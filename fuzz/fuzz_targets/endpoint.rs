@@ -13,12 +13,14 @@ use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
 use braid::config::Config;
+use braid_core::crypto::Preopen;
 use braid_core::{Instant, PathId};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    /// A datagram on UDP path `path % 2` from source `src % 4`.
+    /// A datagram on UDP path `path % 2` from source `src % 4`; `path & 2`: handed over
+    /// as the daemon does (`handle_udp_preopened`, which may give a packet back at once).
     Udp { path: u8, src: u8, bytes: Vec<u8> },
     /// Bytes from the serial line's tty.
     Line { bytes: Vec<u8> },
@@ -84,7 +86,18 @@ fuzz_target!(|input: Input| {
                 mut bytes,
             } => {
                 let p = usize::from(path % 2);
-                ep.handle_udp(now, ids[p], source(p, src), &mut bytes);
+                if path & 2 == 0 {
+                    ep.handle_udp(now, ids[p], source(p, src), &mut bytes);
+                } else {
+                    // The daemon's way: a packet due at once comes back (and goes).
+                    let _ = ep.handle_udp_preopened(
+                        now,
+                        ids[p],
+                        source(p, src),
+                        &mut bytes,
+                        Preopen::Untouched,
+                    );
+                }
             }
             Op::Line { bytes } => ep.handle_line_bytes(now, line, &bytes),
             Op::Tun { bytes } => ep.handle_tun_packet(now, &bytes),

@@ -1,5 +1,6 @@
 //! The reorder buffer (`reorder::ReorderBuffer`) under arbitrary sequences of inserts,
-//! clock steps, polls and give-ups, with a simulated clock.
+//! packets let through at once (`pass`), clock steps, polls and give-ups, with a
+//! simulated clock.
 //!
 //! Each packet carries its sequence number and a tag; the harness remembers what it
 //! inserted. Checks, between two resyncs (a resync is the buffer believing the peer
@@ -52,6 +53,14 @@ enum Op {
     GiveUp { offset: i16 },
     /// Move `base` (where `Insert` aims).
     Rebase { by: i32 },
+    /// Let `base + offset` go out at once if it may (`pass`: the daemon's way for a
+    /// packet that comes in order), else insert it as `InsertHeld` would.
+    Pass {
+        offset: i16,
+        deadline_ms: u16,
+        hold_ms: u8,
+        len: u8,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -123,6 +132,29 @@ impl Model {
                 });
             }
         }
+    }
+
+    fn pass(&mut self, seq: u64, deadline_ms: u16, hold_ms: u8, len: u8) {
+        let release = self.now + Duration::from_millis(u64::from(hold_ms));
+        if !self.rb.pass(self.now, seq, release) {
+            self.insert(seq, deadline_ms, hold_ms, len);
+            return;
+        }
+        assert_eq!(hold_ms, 0, "seq {seq} passed before its release");
+        let epoch = self.rb.stats().resyncs;
+        assert!(
+            self.pending
+                .get(&seq)
+                .is_none_or(|c| c.iter().all(|c| c.epoch != epoch)),
+            "seq {seq} passed while a copy is held"
+        );
+        assert!(self.delivered.insert((epoch, seq)), "seq {seq} delivered twice");
+        if let Some(&last) = self.last_in_order.get(&epoch) {
+            assert!(ahead(seq, last), "seq {seq} passed after {last}");
+        }
+        self.last_in_order.insert(epoch, seq);
+        self.accepted += 1;
+        self.out += 1;
     }
 
     /// Poll once; returns whether a packet came out.
@@ -220,6 +252,12 @@ fuzz_target!(|input: Input| {
                 m.rb.give_up_before(base.wrapping_add(offset as i64 as u64));
             }
             Op::Rebase { by } => base = base.wrapping_add(by as i64 as u64),
+            Op::Pass {
+                offset,
+                deadline_ms,
+                hold_ms,
+                len,
+            } => m.pass(base.wrapping_add(offset as i64 as u64), deadline_ms, hold_ms, len),
         }
         m.conservation();
     }

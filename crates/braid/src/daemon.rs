@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
-use braid_core::crypto::PendingSeal;
+use braid_core::crypto::{PendingSeal, Preopen};
 use braid_core::wire::DATA_HEADER_LEN;
 use braid_core::Instant;
 use braid_core::{Endpoint, Event, Transmit};
@@ -498,6 +498,7 @@ impl Daemon {
             return;
         };
         let (ep, notices) = (&mut self.ep, &mut self.notices);
+        let (frames, tun) = (&mut self.tun_frames, &*self.tun);
         let id = p.id;
         if let Carrier::Serial(s) = &mut p.carrier {
             let name = &p.name;
@@ -522,7 +523,7 @@ impl Daemon {
                     w.open(id, o, ep.open_keys());
                 } else {
                     // A few: opened here, at once.
-                    hand_to_endpoint(now, ep, notices, p, o.batch());
+                    hand_to_endpoint(now, ep, notices, p, o.batch(), (frames, tun));
                     w.unused(o);
                 }
                 if outcome != carrier::Outcome::Fine {
@@ -539,7 +540,7 @@ impl Daemon {
         // keep the others and the TUN waiting.
         for _ in 0..PATH_BATCHES {
             let outcome = p.recv_batch(now, &mut self.rx_batch);
-            hand_to_endpoint(now, ep, notices, p, &mut self.rx_batch);
+            hand_to_endpoint(now, ep, notices, p, &mut self.rx_batch, (frames, tun));
             if outcome != carrier::Outcome::Fine {
                 ep.handle_path_error(now, id);
                 return;
@@ -670,13 +671,17 @@ impl Daemon {
     fn take_opened(&mut self, now: Instant) {
         let Some(w) = &mut self.workers else { return };
         let (paths, ep, notices) = (&mut self.paths, &mut self.ep, &mut self.notices);
+        let (frames, tun) = (&mut self.tun_frames, &*self.tun);
         w.opened(|o| {
             let Some(p) = paths.iter_mut().find(|p| p.id == o.path) else {
                 return;
             };
             for (src, d, pre) in o.datagrams() {
                 p.counters.recv_datagrams += 1;
-                ep.handle_udp_preopened(now, p.id, src, d, pre);
+                // A packet due at once comes back (no copy into the reorder buffer).
+                if let Some(pkt) = ep.handle_udp_preopened(now, p.id, src, d, pre) {
+                    frames.deliver(tun, pkt);
+                }
                 notices.after_incoming(now, &p.name, Some(src), ep);
             }
         });
@@ -816,10 +821,14 @@ fn hand_to_endpoint(
     notices: &mut Notices,
     p: &mut PathIo,
     batch: &mut RecvBatch,
+    tun: (&mut TunFrames, &dyn Device),
 ) {
     for (src, d) in batch.datagrams() {
         p.counters.recv_datagrams += 1;
-        ep.handle_udp(now, p.id, src, d);
+        // A packet due at once comes back (no copy into the reorder buffer).
+        if let Some(pkt) = ep.handle_udp_preopened(now, p.id, src, d, Preopen::Untouched) {
+            tun.0.deliver(tun.1, pkt);
+        }
         notices.after_incoming(now, &p.name, Some(src), ep);
     }
 }

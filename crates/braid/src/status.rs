@@ -305,8 +305,9 @@ pub fn render(resp: &Value) -> String {
     let waited = u(r, "reordered").max(1);
     let _ = writeln!(
         out,
-        "reorder: in order {}, reordered {}, duplicates {}, late {}, skipped {}, overflows {}; wait avg {}, max {}; deadline {}",
+        "reorder: in order {} ({} straight through), reordered {}, duplicates {}, late {}, skipped {}, overflows {}; wait avg {}, max {}; deadline {}",
         u(r, "in_order"),
+        u(r, "passed"),
         u(r, "reordered"),
         u(r, "duplicates"),
         u(r, "late"),
@@ -376,7 +377,7 @@ mod tests {
                      "tx_bytes": 0, "rx_packets": 0, "rx_bytes": 0, "downs": 0}
                 ],
                 "counters": {"tun_rx": 11, "tun_tx": 22, "drop_no_path": 1, "drop_queue": 2, "drop_too_big": 3, "bad_datagram": 4, "rescheduled": 5},
-                "reorder": {"in_order": 100, "reordered": 4, "duplicates": 6, "late": 7, "skipped": 8, "overflows": 9,
+                "reorder": {"in_order": 100, "passed": 90, "reordered": 4, "duplicates": 6, "late": 7, "skipped": 8, "overflows": 9,
                             "wait_micros_total": 8000, "wait_micros_max": 5000,
                             "equalized": 10, "equalize_micros_total": 550_000},
                 "reorder_deadline_us": 12_000,
@@ -413,7 +414,7 @@ mod tests {
         assert_eq!(lines[5], "bond: tun rx 11, tun tx 22; dropped: no path 1, queue 2, too big 3, redundant retransmit 0; bad datagrams 4; rescheduled 5");
         assert_eq!(
             lines[6],
-            "reorder: in order 100, reordered 4, duplicates 6, late 7, skipped 8, overflows 9; wait avg 2.0ms, max 5.0ms; deadline 12.0ms"
+            "reorder: in order 100 (90 straight through), reordered 4, duplicates 6, late 7, skipped 8, overflows 9; wait avg 2.0ms, max 5.0ms; deadline 12.0ms"
         );
         assert_eq!(
             lines[7],

@@ -652,31 +652,64 @@ impl Bond {
 
     /// A datagram received on a path.
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, bytes: &[u8]) {
+        let stored = self.datagram(now, path, bytes, false);
+        debug_assert!(stored.is_none(), "a packet passed without being asked to");
+    }
+
+    /// [`Bond::handle_datagram`], except that a data packet that could go to the TUN at
+    /// once (the next in sequence, nothing waiting, not held back) is not stored: it is
+    /// returned, and the caller delivers it before anything [`Bond::poll_deliver`] gives
+    /// after this call. Saves a copy per packet where packets come in order.
+    #[must_use = "a packet returned is delivered by the caller or lost"]
+    pub fn handle_datagram_passing<'a>(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        bytes: &'a [u8],
+    ) -> Option<&'a [u8]> {
+        self.datagram(now, path, bytes, true)
+    }
+
+    fn datagram<'a>(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        bytes: &'a [u8],
+        pass: bool,
+    ) -> Option<&'a [u8]> {
         self.end_run();
         self.now = now;
         let Some(i) = self.index(path) else {
             self.counters.unknown_path += 1;
-            return;
+            return None;
         };
         let Ok((header, msg)) = wire::parse(bytes) else {
             self.counters.bad_datagram += 1;
-            return;
+            return None;
         };
         let t = self.links[i].health.on_peer_alive(now);
         self.apply(now, i, t);
         let rel = self.deadline.relative(now, header.timestamp);
         self.links[i].base.sample(now, rel);
+        let ordered = matches!(msg, Message::Data { .. });
         match msg {
             Message::Data {
                 seq,
                 path_seq,
                 payload,
-            } => self.receive_data(now, i, &header, seq, path_seq, payload, bytes.len(), true),
-            Message::PinnedData {
+            }
+            | Message::PinnedData {
                 seq,
                 path_seq,
                 payload,
-            } => self.receive_data(now, i, &header, seq, path_seq, payload, bytes.len(), false),
+            } => {
+                self.links[i]
+                    .rx
+                    .on_data(now, path_seq, header.timestamp, bytes.len());
+                if self.deliver_data(now, i, &header, seq, payload, ordered, pass) {
+                    return Some(payload);
+                }
+            }
             Message::DataPart {
                 seq,
                 path_seq,
@@ -727,30 +760,7 @@ impl Bond {
                 link.last_ack = now;
             }
         }
-    }
-
-    /// A data datagram on link `i`. `ordered`: wait for gaps (striping policies); else
-    /// the sender pinned the flow to this path, which keeps it in order by itself, and the
-    /// packet goes out at once (a zero deadline: only duplicates are dropped).
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one call site; a struct would only rename them"
-    )]
-    fn receive_data(
-        &mut self,
-        now: Instant,
-        i: usize,
-        header: &Header,
-        seq: u64,
-        path_seq: u32,
-        payload: &[u8],
-        wire_len: usize,
-        ordered: bool,
-    ) {
-        self.links[i]
-            .rx
-            .on_data(now, path_seq, header.timestamp, wire_len);
-        self.deliver_data(now, i, header, seq, payload, ordered);
+        None
     }
 
     /// Part of a packet on link `i`: joined with the parts before it; the whole packet
@@ -777,12 +787,27 @@ impl Bond {
             return;
         };
         let whole = link.joiner.take();
-        self.deliver_data(now, i, header, seq, &whole, kind == MessageType::Data);
+        self.deliver_data(
+            now,
+            i,
+            header,
+            seq,
+            &whole,
+            kind == MessageType::Data,
+            false,
+        );
         self.links[i].joiner.put_back(whole);
     }
 
     /// A whole packet received on link `i` (its datagram already counted for acks):
-    /// into the reorder buffer.
+    /// into the reorder buffer, or (`pass`, and [`ReorderBuffer::pass`] agrees) handed
+    /// back to go out at once: true. `ordered`: wait for gaps (striping policies); else
+    /// the sender pinned the flow to this path, which keeps it in order by itself, and
+    /// the packet goes out at once (a zero deadline: only duplicates are dropped).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the fields of one data message; two call sites"
+    )]
     fn deliver_data(
         &mut self,
         now: Instant,
@@ -791,31 +816,38 @@ impl Bond {
         seq: u64,
         payload: &[u8],
         ordered: bool,
-    ) {
+        pass: bool,
+    ) -> bool {
         let frames = self.cfg.frames;
         if payload.len() > frames.max_len(self.cfg.mtu) || payload.len() < frames.min_len() {
             // Larger than anything the peer may send: it would only grow the reorder
             // buffer's slots. (Or a frame shorter than its header: no TAP takes it.)
             self.counters.drop_rx_too_big += 1;
-            return;
+            return false;
         }
         let link = &mut self.links[i];
         let rel = self.deadline.relative(now, header.timestamp);
         if held_through_outage(link, now, rel) {
             self.counters.drop_rx_held += 1;
-            return;
+            return false;
         }
         link.rx_max_seq = Some(link.rx_max_seq.map_or(seq, |m| seq_max(m, seq)));
         link.owd.sample(now, rel);
-        let (deadline, release) = if ordered {
-            let hold = if adaptive::skips_equalization(self.cfg.frames, payload) {
-                Duration::ZERO
-            } else {
-                equalize::hold(self.equalize_target(), rel)
-            };
-            (self.current_deadline(now), now + hold)
+        let hold = if ordered && !adaptive::skips_equalization(self.cfg.frames, payload) {
+            equalize::hold(self.equalize_target(), rel)
         } else {
-            (Duration::ZERO, now)
+            Duration::ZERO
+        };
+        let release = now + hold;
+        if pass && self.reorder.pass(now, seq, release) {
+            // Nothing was waiting, so there is no gap to give up.
+            self.counters.tun_tx += 1;
+            return true;
+        }
+        let deadline = if ordered {
+            self.current_deadline(now)
+        } else {
+            Duration::ZERO
         };
         let resyncs = self.reorder.stats().resyncs;
         let inserted = self
@@ -836,6 +868,7 @@ impl Bond {
         if ordered {
             self.give_up_lost();
         }
+        false
     }
 
     /// Paths are FIFO: once every path that is up has delivered a packet numbered above

@@ -415,7 +415,8 @@ impl Endpoint {
 
     /// A datagram read from UDP path `path`'s socket, from `src` (opened in place).
     pub fn handle_udp(&mut self, now: Instant, path: PathId, src: SocketAddr, bytes: &mut [u8]) {
-        self.handle_udp_preopened(now, path, src, bytes, Preopen::Untouched);
+        let stored = self.udp(now, path, src, bytes, Preopen::Untouched, false);
+        debug_assert!(stored.is_none(), "a packet passed without being asked to");
     }
 
     /// The receive keys, so that other threads can open datagrams before they come to
@@ -426,32 +427,55 @@ impl Endpoint {
         self.sealer.open_keys()
     }
 
-    /// [`Endpoint::handle_udp`] for a datagram that went through [`OpenKeys::open`], with
-    /// what it found: the AEAD is not run again. Call in the order the path's datagrams
-    /// arrived.
-    pub fn handle_udp_preopened(
+    /// [`Endpoint::handle_udp`] for a datagram that went through [`OpenKeys::open`] (or
+    /// not: [`Preopen::Untouched`]), with what it found: the AEAD is not run again. Call
+    /// in the order the path's datagrams arrived.
+    ///
+    /// A packet that can go to the TUN at once (the next in sequence with nothing
+    /// waiting: [`Bond::handle_datagram_passing`]) is returned, a part of `bytes`, instead
+    /// of kept for [`Endpoint::poll_deliver`]: deliver it before anything polled after
+    /// this call.
+    #[must_use = "a packet returned is delivered by the caller or lost"]
+    pub fn handle_udp_preopened<'a>(
         &mut self,
         now: Instant,
         path: PathId,
         src: SocketAddr,
-        bytes: &mut [u8],
+        bytes: &'a mut [u8],
         pre: Preopen,
-    ) {
-        let Some(side) = self.paths.iter_mut().find(|s| s.id == path) else {
-            return;
-        };
+    ) -> Option<&'a [u8]> {
+        self.udp(now, path, src, bytes, pre, true)
+    }
+
+    fn udp<'a>(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        src: SocketAddr,
+        bytes: &'a mut [u8],
+        pre: Preopen,
+        pass: bool,
+    ) -> Option<&'a [u8]> {
+        let side = self.paths.iter_mut().find(|s| s.id == path)?;
         let SideKind::Udp { remote, roam } = &mut side.kind else {
-            return;
+            return None;
         };
         let was = *remote;
-        match self
+        let passed = match self
             .sealer
             .incoming_preopened(now, remote, roam, src, bytes, pre)
         {
-            Incoming::Deliver(d) => self.bond.handle_datagram(now, path, d),
-            Incoming::Reply(r) => push_reply(&mut self.replies, path, Some(src), r),
-            Incoming::Drop => {}
-        }
+            Incoming::Deliver(d) if pass => self.bond.handle_datagram_passing(now, path, d),
+            Incoming::Deliver(d) => {
+                self.bond.handle_datagram(now, path, d);
+                None
+            }
+            Incoming::Reply(r) => {
+                push_reply(&mut self.replies, path, Some(src), r);
+                None
+            }
+            Incoming::Drop => None,
+        };
         if let Some(to) = remote.filter(|to| Some(*to) != was) {
             self.events.push_back(Event::PeerMoved {
                 path,
@@ -459,6 +483,7 @@ impl Endpoint {
                 to,
             });
         }
+        passed
     }
 
     /// Bytes read from serial path `path`'s tty: each frame they complete is opened and

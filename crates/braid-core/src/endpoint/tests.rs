@@ -432,7 +432,7 @@ fn fifty_packets(
     a: &mut Endpoint,
     b: &mut Endpoint,
     (pa, ba): (PathId, SocketAddr),
-    mut a_to_b: impl FnMut(Instant, &mut Endpoint, &mut Endpoint),
+    mut a_to_b: impl FnMut(Instant, &mut Endpoint, &mut Endpoint) -> Vec<u64>,
 ) -> Vec<u64> {
     let mut buf = vec![0u8; MAX_DATAGRAM + 64];
     let mut got = Vec::new();
@@ -445,7 +445,8 @@ fn fifty_packets(
                 a.handle_tun_packet(now, &udp_packet(i, 1000, 40000, 5001));
             }
         }
-        a_to_b(now, a, b);
+        // Packets handed back at once come before any polled after them.
+        got.extend(a_to_b(now, a, b));
         while let Some(tx) = b.poll_transmit(now, &mut buf) {
             let mut d = buf[..tx.len].to_vec();
             a.handle_udp(now, pa, ba, &mut d);
@@ -492,6 +493,7 @@ fn deferred_sealing_may_run_in_any_order() {
             for (mut d, _) in out {
                 b.handle_udp(now, pb, aa, &mut d);
             }
+            Vec::new()
         });
         assert_eq!(got, (0..50).collect::<Vec<_>>(), "sealed: {sealed}");
         if sealed {
@@ -533,14 +535,18 @@ fn datagrams_opened_elsewhere_keep_every_check() {
                 .join()
                 .expect("the opener")
         });
+        let mut passed = Vec::new();
         for (mut d, pre) in out.into_iter().zip(pre) {
             match pre {
                 Preopen::Untouched => untouched += 1,
                 Preopen::Opened(_) => opened += 1,
                 Preopen::Failed => panic!("a datagram of A failed its tag"),
             }
-            b.handle_udp_preopened(now, pb, aa, &mut d, pre);
+            if let Some(p) = b.handle_udp_preopened(now, pb, aa, &mut d, pre) {
+                passed.extend(packet_seq(p));
+            }
         }
+        passed
     });
     assert_eq!(got, (0..50).collect::<Vec<_>>());
     assert!(opened >= 50, "{opened} opened elsewhere");
@@ -556,13 +562,17 @@ fn datagrams_opened_elsewhere_keep_every_check() {
     let mut again = copy.clone();
     let pre = keys.open(&mut again);
     assert!(matches!(pre, Preopen::Opened(_)), "{pre:?}");
-    b.handle_udp_preopened(now, pb, aa, &mut again, pre);
+    assert!(b
+        .handle_udp_preopened(now, pb, aa, &mut again, pre)
+        .is_none());
     assert_eq!(counter(&b, "replayed"), replayed + 1, "the copy is refused");
     let mut tampered = copy;
     tampered[12] ^= 1;
     let pre = keys.open(&mut tampered);
     assert_eq!(pre, Preopen::Failed);
-    b.handle_udp_preopened(now, pb, aa, &mut tampered, pre);
+    assert!(b
+        .handle_udp_preopened(now, pb, aa, &mut tampered, pre)
+        .is_none());
     assert_eq!(counter(&b, "bad_tag"), bad_tag + 1);
     assert!(b.poll_deliver(now, &mut buf).is_none());
 }

@@ -260,22 +260,24 @@ impl<N: Node> Pair<N> {
         packets: impl IntoIterator<Item = &'p [u8]>,
     ) -> usize {
         self.now = now;
+        let mut delivered = 0;
         for packet in packets {
             self.a.handle_tun_packet(now, packet);
         }
         while let Some((path, len)) = self.a.transmit(now, &mut self.buf) {
             if let Some(i) = self.paths.iter().position(|p| p.a_id == path) {
                 let id = self.paths[i].b_id;
-                self.b.receive(now, id, i, Side::A, &mut self.buf[..len]);
+                let passed = self.b.receive(now, id, i, Side::A, &mut self.buf[..len]);
+                delivered += usize::from(core::hint::black_box(passed).is_some());
             }
         }
         while let Some((path, len)) = self.b.transmit(now, &mut self.buf) {
             if let Some(i) = self.paths.iter().position(|p| p.b_id == path) {
                 let id = self.paths[i].a_id;
-                self.a.receive(now, id, i, Side::B, &mut self.buf[..len]);
+                // What comes back to A is not what this counts.
+                let _ = self.a.receive(now, id, i, Side::B, &mut self.buf[..len]);
             }
         }
-        let mut delivered = 0;
         while let Some(p) = self.b.poll_deliver_ref(now) {
             core::hint::black_box(p);
             delivered += 1;
@@ -310,16 +312,16 @@ impl<N: Node> Pair<N> {
                 let id = self.paths[i].b_id;
                 if line {
                     self.b.line_receive(now, id, &self.buf[..n]);
-                } else {
-                    self.b.receive(now, id, i, Side::A, &mut self.buf[..n]);
+                } else if let Some(p) = self.b.receive(now, id, i, Side::A, &mut self.buf[..n]) {
+                    self.delivered_b.push_back(p.to_vec());
                 }
             }
             while let Some(n) = self.paths[i].b_to_a.poll(now, &mut self.buf) {
                 let id = self.paths[i].a_id;
                 if line {
                     self.a.line_receive(now, id, &self.buf[..n]);
-                } else {
-                    self.a.receive(now, id, i, Side::B, &mut self.buf[..n]);
+                } else if let Some(p) = self.a.receive(now, id, i, Side::B, &mut self.buf[..n]) {
+                    self.delivered_a.push_back(p.to_vec());
                 }
             }
         }
