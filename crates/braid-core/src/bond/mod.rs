@@ -657,7 +657,7 @@ impl Bond {
     }
 
     /// [`Bond::handle_datagram`], except that a data packet that could go to the TUN at
-    /// once (the next in sequence, nothing waiting, not held back) is not stored: it is
+    /// once (the next in sequence, nothing to go before it, not held back) is not stored: it is
     /// returned, and the caller delivers it before anything [`Bond::poll_deliver`] gives
     /// after this call. Saves a copy per packet where packets come in order.
     #[must_use = "a packet returned is delivered by the caller or lost"]
@@ -840,7 +840,7 @@ impl Bond {
         };
         let release = now + hold;
         if pass && self.reorder.pass(now, seq, release) {
-            // Nothing was waiting, so there is no gap to give up.
+            // Stored, it would be the held head: nothing would be given up now either.
             self.counters.tun_tx += 1;
             return true;
         }

@@ -431,8 +431,8 @@ impl Endpoint {
     /// not: [`Preopen::Untouched`]), with what it found: the AEAD is not run again. Call
     /// in the order the path's datagrams arrived.
     ///
-    /// A packet that can go to the TUN at once (the next in sequence with nothing
-    /// waiting: [`Bond::handle_datagram_passing`]) is returned, a part of `bytes`, instead
+    /// A packet that can go to the TUN at once (the next in sequence, nothing to go
+    /// before it: [`Bond::handle_datagram_passing`]) is returned, a part of `bytes`, instead
     /// of kept for [`Endpoint::poll_deliver`]: deliver it before anything polled after
     /// this call.
     #[must_use = "a packet returned is delivered by the caller or lost"]
