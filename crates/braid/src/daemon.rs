@@ -1,8 +1,9 @@
 //! `braid up`: one thread, one `ppoll` loop around the [`Endpoint`].
 //!
 //! Each turn reads the clock once ([`Clock::now`]), then: TUN reads (at most [`BATCH`])
-//! into `handle_tun_packet`; path reads, in batches, into `handle_udp` or (a serial
-//! line's bytes) `handle_line_bytes`; control requests; then `turn_output`: the
+//! into `handle_tun_packet`; path reads, in batches, into `handle_udp_preopened` (a
+//! packet it hands back goes into the TUN frames at once) or (a serial line's bytes)
+//! `handle_line_bytes`; control requests; then `turn_output`: the
 //! endpoint's timers, `poll_transmit` → each path's carrier (`daemon/carrier.rs`),
 //! `poll_deliver_ref` → TUN write (lent, not copied), `poll_event` → log. The loop sleeps
 //! until a fd is ready or the earliest of the endpoint's, the serial writers' and the
