@@ -148,13 +148,21 @@ impl Model {
                 .is_none_or(|c| c.iter().all(|c| c.epoch != epoch)),
             "seq {seq} passed while a copy is held"
         );
-        assert!(self.delivered.insert((epoch, seq)), "seq {seq} delivered twice");
-        if let Some(&last) = self.last_in_order.get(&epoch) {
-            assert!(ahead(seq, last), "seq {seq} passed after {last}");
-        }
-        self.last_in_order.insert(epoch, seq);
         self.accepted += 1;
         self.out += 1;
+        self.came_out(epoch, seq, true);
+    }
+
+    /// `seq` of `epoch` came out: never twice, and (`in_order`) after the last one in
+    /// order.
+    fn came_out(&mut self, epoch: u64, seq: u64, in_order: bool) {
+        assert!(self.delivered.insert((epoch, seq)), "seq {seq} delivered twice");
+        if in_order {
+            if let Some(&last) = self.last_in_order.get(&epoch) {
+                assert!(ahead(seq, last), "seq {seq} delivered after {last}");
+            }
+            self.last_in_order.insert(epoch, seq);
+        }
     }
 
     /// Poll once; returns whether a packet came out.
@@ -173,10 +181,6 @@ impl Model {
             .position(|c| c.data == p)
             .unwrap_or_else(|| panic!("delivered seq {seq} that was not pending (or altered)"));
         let c = copies.swap_remove(i);
-        assert!(
-            self.delivered.insert((c.epoch, seq)),
-            "seq {seq} delivered twice"
-        );
         if !c.late {
             assert!(
                 self.now >= c.release,
@@ -184,11 +188,8 @@ impl Model {
                 self.now,
                 c.release
             );
-            if let Some(&last) = self.last_in_order.get(&c.epoch) {
-                assert!(ahead(seq, last), "seq {seq} delivered after {last}");
-            }
-            self.last_in_order.insert(c.epoch, seq);
         }
+        self.came_out(c.epoch, seq, !c.late);
         true
     }
 

@@ -379,12 +379,17 @@ impl ReorderBuffer {
         );
         give_back(&mut self.spare, &mut self.lent);
         self.far_streak = 0;
-        self.set_history(seq, true);
-        self.next = Some(seq.wrapping_add(1));
-        self.advance_contiguous();
+        self.delivered_next(seq);
         self.count_delivery(Kind::InOrder, now, now, now);
         self.stats.passed += 1;
         true
+    }
+
+    /// `seq`, the next one expected, went out: into the history, and the window on.
+    fn delivered_next(&mut self, seq: u64) {
+        self.set_history(seq, true);
+        self.next = Some(seq.wrapping_add(1));
+        self.advance_contiguous();
     }
 
     /// Put a packet for `seq` (in `[next, next + cap)`, not held) into its slot.
@@ -623,9 +628,7 @@ impl ReorderBuffer {
         let taken = (slot.kind, slot.arrived, slot.release);
         core::mem::swap(&mut self.lent, &mut slot.data);
         self.held -= 1;
-        self.set_history(next, true);
-        self.next = Some(next.wrapping_add(1));
-        self.advance_contiguous();
+        self.delivered_next(next);
         if taken.0 == Kind::Waiting {
             self.refresh_gap();
         }
@@ -1366,12 +1369,12 @@ mod tests {
         }
 
         /// Passing a packet at once where [`ReorderBuffer::pass`] allows it and inserting
-        /// the rest: every packet received comes out once (or is counted as dropped), the ones not late in
-        /// increasing order. Polled after every arrival, the packets come out in the same
-        /// order, with the same counters, as when every one is inserted. (Polled after a
-        /// batch, a passed packet goes out before a late one of the same batch, which
-        /// would otherwise go first, and a passed one moves the window on at once.)
-        /// Random losses, delays, copies and holds.
+        /// the rest: every packet received comes out once (or is counted as dropped),
+        /// the ones not late in increasing order. Polled after every arrival, the packets
+        /// come out in the same order, with the same counters, as when every one is
+        /// inserted. (Polled after a batch, a passed packet goes out before a late one of
+        /// the same batch, which would otherwise go first, and a passed one moves the
+        /// window on at once.) Random losses, delays, copies and holds.
         #[test]
         fn passing_changes_nothing_but_the_copy(
             base in any::<u64>(),
