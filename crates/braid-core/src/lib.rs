@@ -60,8 +60,8 @@ pub mod fuzzing;
 
 pub use cc::{CcConfig, CcMode};
 pub use endpoint::{
-    udp_overhead, Endpoint, EndpointConfig, Event, Incoming, PathKind, RawIpCounters, Roaming,
-    SealConfig, SealCounters, Sealer, Sealing, Transmit, TransmitKind, MAX_DATAGRAM,
+    opened_seq, udp_overhead, Endpoint, EndpointConfig, Event, Incoming, PathKind, RawIpCounters,
+    Roaming, SealConfig, SealCounters, Sealer, Sealing, Transmit, TransmitKind, MAX_DATAGRAM,
 };
 pub use frames::Frames;
 pub use path::{HealthConfig, LinkState};

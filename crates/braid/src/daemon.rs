@@ -415,6 +415,10 @@ impl Daemon {
 
         let now = self.clock.now();
         let mut go_on = true;
+        if let Some(w) = &mut self.workers {
+            // What this turn reads is handed to the endpoint together.
+            w.next_round();
+        }
         for (k, slot) in slots.iter().enumerate() {
             let Some(&pfd) = self.pollfds.get(k) else {
                 break;
@@ -668,23 +672,21 @@ impl Daemon {
     }
 
     /// Hand the batches the workers opened to the endpoint, each datagram with what its
-    /// opening found, in the order they were read.
+    /// opening found, a turn's batches merged by the bond's sequence number.
     fn take_opened(&mut self, now: Instant) {
         let Some(w) = &mut self.workers else { return };
         let (paths, ep, notices) = (&mut self.paths, &mut self.ep, &mut self.notices);
         let (frames, tun) = (&mut self.tun_frames, &*self.tun);
-        w.opened(|o| {
-            let Some(p) = paths.iter_mut().find(|p| p.id == o.path) else {
+        w.opened(|id, src, d, pre| {
+            let Some(p) = paths.iter_mut().find(|p| p.id == id) else {
                 return;
             };
-            for (src, d, pre) in o.datagrams() {
-                p.counters.recv_datagrams += 1;
-                // A packet due at once comes back (no copy into the reorder buffer).
-                if let Some(pkt) = ep.handle_udp_preopened(now, p.id, src, d, pre) {
-                    frames.deliver(tun, pkt);
-                }
-                notices.after_incoming(now, &p.name, Some(src), ep);
+            p.counters.recv_datagrams += 1;
+            // A packet due at once comes back (no copy into the reorder buffer).
+            if let Some(pkt) = ep.handle_udp_preopened(now, p.id, src, d, pre) {
+                frames.deliver(tun, pkt);
             }
+            notices.after_incoming(now, &p.name, Some(src), ep);
         });
     }
 

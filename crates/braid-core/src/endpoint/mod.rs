@@ -25,7 +25,9 @@ mod seal;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-pub use self::seal::{udp_overhead, Incoming, Roaming, SealConfig, SealCounters, Sealer, Sealing};
+pub use self::seal::{
+    opened_seq, udp_overhead, Incoming, Roaming, SealConfig, SealCounters, Sealer, Sealing,
+};
 use crate::bond::{self, Bond, BondConfig, BondError, PathConfig};
 use crate::crypto::{OpenKeys, PendingSeal, Preopen};
 use crate::emu::{EmuConfig, Emulator};

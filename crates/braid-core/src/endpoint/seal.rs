@@ -26,7 +26,7 @@
 use core::time::Duration;
 use std::net::SocketAddr;
 
-use crate::crypto::envelope::{HEADER_LEN, OVERHEAD};
+use crate::crypto::envelope::{HEADER_LEN, MAX_USER_TYPE, OVERHEAD};
 use crate::crypto::{
     OpenKeys, Opened, PendingSeal, Preopen, Rejected, SealError, SessionId, Tunnel, TunnelConfig,
 };
@@ -157,6 +157,19 @@ pub const fn udp_overhead(sealed: bool) -> usize {
     } else {
         TAG_HEADER_LEN
     }
+}
+
+/// The low 32 bits of the bond's `seq` that a sealed data datagram carries, once
+/// [`OpenKeys::open`] has opened it in place (`pre`): a receiver holding several paths'
+/// datagrams may give them to the bond in this order. `None` for one not opened, not
+/// data, or too short. (It is what the peer's sealer wrote under the tag, nothing yet
+/// checked against the replay window: an order to try, not a fact to act on.)
+pub fn opened_seq(datagram: &[u8], pre: Preopen) -> Option<u32> {
+    if !matches!(pre, Preopen::Opened(_)) {
+        return None;
+    }
+    let kind = *datagram.get(1)?;
+    folded::folded_seq(kind & MAX_USER_TYPE, datagram.get(HEADER_LEN..)?)
 }
 
 /// The crypto between a bond and its paths. See the module documentation.

@@ -515,6 +515,7 @@ fn datagrams_opened_elsewhere_keep_every_check() {
     let mut buf = vec![0u8; MAX_DATAGRAM + 64];
     let stale_keys = b.open_keys();
     let (mut untouched, mut opened) = (0, 0);
+    let (mut last_seq, mut seqs) = (None, 0);
     let mut copy = None;
     let got = fifty_packets(&mut a, &mut b, (pa, ba), |now, a, b| {
         let mut out = Vec::new();
@@ -537,6 +538,15 @@ fn datagrams_opened_elsewhere_keep_every_check() {
         });
         let mut passed = Vec::new();
         for (mut d, pre) in out.into_iter().zip(pre) {
+            // Data opened elsewhere says its `seq`: one after another, as A numbered them.
+            if let Some(seq) = crate::opened_seq(&d, pre) {
+                assert!(
+                    last_seq.is_none_or(|l: u32| seq == l.wrapping_add(1)),
+                    "{seq}"
+                );
+                last_seq = Some(seq);
+                seqs += 1;
+            }
             match pre {
                 Preopen::Untouched => untouched += 1,
                 Preopen::Opened(_) => opened += 1,
@@ -550,6 +560,7 @@ fn datagrams_opened_elsewhere_keep_every_check() {
     });
     assert_eq!(got, (0..50).collect::<Vec<_>>());
     assert!(opened >= 50, "{opened} opened elsewhere");
+    assert!(seqs >= 50, "{seqs} data datagrams said their seq");
     assert!(
         untouched > 0,
         "the handshake and the first session's datagrams"

@@ -116,6 +116,18 @@ impl SeqRef {
     }
 }
 
+/// The low 32 bits of `seq` that the folded form `folded` of a datagram of type `ty`
+/// carries: `None` for a type without one (control messages, an unknown type) or a form
+/// too short to hold it. Reads only; what [`unfold`] would rebuild `seq` from.
+pub fn folded_seq(ty: u8, folded: &[u8]) -> Option<u32> {
+    let ty = MessageType::try_from(ty).ok()?;
+    if !is_data(ty) {
+        return None;
+    }
+    let b = folded.get(5..9)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// Rebuild, in place, the version-1 datagram whose folded form of type `ty` is
 /// `buf[at..at + len]` (authenticated: call only after the tag verified). It is written
 /// to end where the folded form ends and starts 3 or 7 bytes before `at` (so `at` must
@@ -236,6 +248,24 @@ mod tests {
         buf.copy_within(start..start + n, 8);
         let r = unfold(ty as u8, &mut buf, 8, n, seq_ref)?;
         Ok(buf[r].to_vec())
+    }
+
+    /// `folded_seq` reads what folding wrote for every data type, and nothing from the
+    /// others or from a form cut short of it.
+    #[test]
+    fn the_folded_seq_is_read_where_folding_put_it() {
+        for msg in messages() {
+            let (ty, out) = fold(&v1(&msg), 7).expect("folds");
+            let want = match msg {
+                Message::Data { seq, .. }
+                | Message::PinnedData { seq, .. }
+                | Message::DataPart { seq, .. } => Some(seq as u32),
+                _ => None,
+            };
+            assert_eq!(folded_seq(ty as u8, &out), want, "{ty:?}");
+            assert_eq!(folded_seq(ty as u8, &out[..8]), None, "{ty:?} cut short");
+        }
+        assert_eq!(folded_seq(0x0f, &[0; 20]), None, "an unknown type");
     }
 
     #[test]

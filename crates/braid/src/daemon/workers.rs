@@ -7,16 +7,20 @@
 //! - **In**: the loop reads a path's datagrams (`recvmmsg`) into a batch and hands it to a
 //!   worker with the endpoint's receive keys ([`braid_core::crypto::OpenKeys`]); the
 //!   worker opens them in place and says so on a wake-up socket the loop polls; the loop
-//!   then gives them to the endpoint in the order they arrived
-//!   ([`braid_core::Endpoint::handle_udp_preopened`]), where every check that keeps state
-//!   (replay window, roaming, the bond) runs as for any datagram.
+//!   then gives them to the endpoint ([`braid_core::Endpoint::handle_udp_preopened`]),
+//!   where every check that keeps state (replay window, roaming, the bond) runs as for
+//!   any datagram. The batches read in one turn of the loop go together, the paths'
+//!   datagrams merged by the bond's sequence number ([`Workers::opened`]): striped, most
+//!   packets then come to the bond as the one it waits for and go straight to the TUN,
+//!   where one path's batch after another's would leave two thirds of them to wait in
+//!   the reorder buffer for the others'.
 //!
 //! The sans-IO endpoint keeps its one owner; only the AEAD and the kernel's send path
 //! move. Order: a path's runs and batches always go to the same worker, over a
 //! FIFO channel, and come back in order, so each path's datagrams leave in the order the
 //! endpoint gave them and reach it in the order they came (the receiver takes a gap that
-//! a path has passed for a loss). Different paths may pass each other, as they may in the
-//! network.
+//! a path has passed for a loss). Different paths' datagrams are interleaved, as they
+//! may be in the network.
 //!
 //! What a send said comes back with the run ([`Workers::finished`]) and is counted on the
 //! next turn. Runs and batches are pooled, so nothing is allocated once the pools have
@@ -35,7 +39,7 @@ use braid_core::bond::MAX_PATHS;
 use braid_core::crypto::{OpenKeys, Preopen};
 use braid_core::PathId;
 
-use crate::sys::udp_batch::{BatchSocket, RecvBatch, TxRun, RECV_SLOTS};
+use crate::sys::udp_batch::{BatchSocket, Place, RecvBatch, TxRun, RECV_SLOTS};
 
 /// Runs that may be at one worker (queued, being sent, or done and not yet counted)
 /// before the loop waits for one of them: 16 runs of up to 64 KB, 1000 datagrams, a few
@@ -87,8 +91,13 @@ pub struct Opening {
     pub path: PathId,
     batch: RecvBatch,
     keys: OpenKeys,
-    /// What opening found, one per datagram of the batch, in order.
-    found: Vec<Preopen>,
+    /// What opening found, one per datagram of the batch, in order, with the data
+    /// datagrams' `seq` ([`braid_core::opened_seq`]).
+    found: Vec<(Preopen, Option<u32>)>,
+    /// The next datagram to hand over, and its index in `found`.
+    next: (Place, usize),
+    /// The loop's round it was read in ([`Workers::next_round`]).
+    round: u64,
 }
 
 impl Opening {
@@ -99,6 +108,8 @@ impl Opening {
             keys: OpenKeys::default(),
             // A full batch of full GRO lists (64 datagrams each at most).
             found: Vec::with_capacity(RECV_SLOTS * 64),
+            next: (Place::default(), 0),
+            round: 0,
         })
     }
 
@@ -111,16 +122,37 @@ impl Opening {
     fn open_all(&mut self) {
         self.found.clear();
         let keys = &self.keys;
-        self.found
-            .extend(self.batch.datagrams().map(|(_, d)| keys.open(d)));
+        self.found.extend(self.batch.datagrams().map(|(_, d)| {
+            let pre = keys.open(d);
+            (pre, braid_core::opened_seq(d, pre))
+        }));
     }
 
-    /// The datagrams, each with its source and what opening found.
-    pub fn datagrams(&mut self) -> impl Iterator<Item = (SocketAddr, &mut [u8], Preopen)> {
-        self.batch
-            .datagrams()
-            .zip(self.found.iter().copied())
-            .map(|((src, d), pre)| (src, d, pre))
+    /// The next datagram's `seq` (`Some(None)`: it has none, or was not opened), `None`
+    /// when all are handed over.
+    fn next_seq(&self) -> Option<Option<u32>> {
+        self.found.get(self.next.1).map(|&(_, seq)| seq)
+    }
+
+    /// The next datagram to hand over, with its source and what opening found.
+    fn take_next(&mut self) -> Option<(SocketAddr, &mut [u8], Preopen)> {
+        let (at, k) = self.next;
+        let pre = self.found.get(k).map(|&(pre, _)| pre);
+        let Some(((src, d, next), pre)) = self.batch.datagram_at(at).zip(pre) else {
+            // The datagrams and what opening found are counted alike; were they not,
+            // the rest would be left out rather than handed over twice.
+            self.next.1 = self.found.len();
+            return None;
+        };
+        self.next = (next, k + 1);
+        Some((src, d, pre))
+    }
+
+    fn clear(&mut self) {
+        self.batch.clear();
+        self.keys = OpenKeys::default();
+        self.found.clear();
+        self.next = (Place::default(), 0);
     }
 }
 
@@ -141,6 +173,10 @@ pub struct Workers {
     sends_out: usize,
     /// Batches handed to the workers and not yet taken back from `done`.
     opens_out: usize,
+    /// The loop's round: batches read in one are handed to the endpoint together.
+    round: u64,
+    /// Batches out, by round (oldest first; rounds with none are left out).
+    rounds_out: VecDeque<(u64, usize)>,
     /// Batches out or ready, by path (paths with none are left out).
     opens_by_path: Vec<(PathId, usize)>,
     /// Runs out, by path (paths with none are left out).
@@ -204,6 +240,8 @@ impl Workers {
             done,
             sends_out: 0,
             opens_out: 0,
+            round: 0,
+            rounds_out: VecDeque::with_capacity(OPENS * MAX_PATHS),
             opens_by_path: Vec::with_capacity(MAX_PATHS),
             sends_by_path: Vec::with_capacity(MAX_PATHS),
             handed: Handed::default(),
@@ -292,7 +330,7 @@ impl Workers {
 
     /// Give back a batch that was not used.
     pub fn unused(&mut self, mut o: Box<Opening>) {
-        o.batch.clear();
+        o.clear();
         self.spare_batches.push(o);
     }
 
@@ -301,16 +339,21 @@ impl Workers {
     pub fn open(&mut self, path: PathId, mut o: Box<Opening>, keys: OpenKeys) {
         o.path = path;
         o.keys = keys;
+        o.round = self.round;
         count(&mut self.opens_by_path, path, true);
         match self.lane(path).send(Job::Open(o)) {
             Ok(()) => {
                 self.opens_out += 1;
                 self.handed.batches += 1;
+                match self.rounds_out.back_mut() {
+                    Some((r, n)) if *r == self.round => *n += 1,
+                    _ => self.rounds_out.push_back((self.round, 1)),
+                }
             }
             Err(mpsc::SendError(Job::Open(mut o))) => {
                 o.found.clear();
                 let n = o.batch.datagrams().count();
-                o.found.resize(n, Preopen::Untouched);
+                o.found.resize(n, (Preopen::Untouched, None));
                 self.ready.push_back(o);
             }
             Err(mpsc::SendError(Job::Send(_))) => unreachable!("a batch was sent"),
@@ -322,17 +365,42 @@ impl Workers {
         self.wake.as_raw_fd()
     }
 
-    /// The opened batches, in the order they came back (each path's in the order it was
-    /// read); then they go back to the pool.
-    pub fn opened(&mut self, mut each: impl FnMut(&mut Opening)) {
+    /// Batches read from now on are of a new round of the loop.
+    pub fn next_round(&mut self) {
+        self.round += 1;
+    }
+
+    /// The datagrams of the opened batches, each with its path, source and what opening
+    /// found, the batches merged by the data's `seq` (a datagram without one goes as
+    /// soon as it is next in its batch): the bond gets the paths' packets about in
+    /// sequence rather than one path's after another's, so that most are the packet it
+    /// waits for and pass straight through instead of waiting in the reorder buffer. Each
+    /// batch's own datagrams keep their order. A round's batches are handed over
+    /// together, once the last of them is opened (they are queued behind each other at
+    /// the workers); then they go back to the pool.
+    pub fn opened(&mut self, mut each: impl FnMut(PathId, SocketAddr, &mut [u8], Preopen)) {
         let mut buf = [0u8; 64];
         while self.wake.recv(&mut buf).is_ok() {}
         self.collect();
-        while let Some(mut o) = self.ready.pop_front() {
+        // Rounds before the oldest with a batch out are whole.
+        let whole = self.rounds_out.front().map_or(u64::MAX, |(r, _)| *r);
+        let batches = self.ready.make_contiguous();
+        while let Some(k) = next_in_order(batches, whole) {
+            let o = &mut batches[k];
+            let path = o.path;
+            if let Some((src, d, pre)) = o.take_next() {
+                each(path, src, d, pre);
+            }
+        }
+        let mut k = 0;
+        while k < self.ready.len() {
+            if self.ready[k].round >= whole {
+                k += 1;
+                continue;
+            }
+            let mut o = self.ready.remove(k).expect("k is within the queue");
             count(&mut self.opens_by_path, o.path, false);
-            each(&mut o);
-            o.batch.clear();
-            o.keys = OpenKeys::default();
+            o.clear();
             self.spare_batches.push(o);
         }
     }
@@ -362,6 +430,12 @@ impl Workers {
             }
             Job::Open(o) => {
                 self.opens_out -= 1;
+                if let Some(k) = self.rounds_out.iter().position(|(r, _)| *r == o.round) {
+                    self.rounds_out[k].1 -= 1;
+                    if self.rounds_out[k].1 == 0 {
+                        self.rounds_out.remove(k);
+                    }
+                }
                 self.ready.push_back(o);
             }
         }
@@ -387,6 +461,28 @@ impl Drop for Workers {
             }
         }
     }
+}
+
+/// Of the batches of rounds before `whole`, the one whose next datagram has the lowest
+/// `seq` (modulo 2^32: they are close); one without comes first (it has no place to wait
+/// for). A path's later batch waits until its earlier one is handed over (a path's
+/// datagrams reach the bond in the order they came, even a retransmitted one with a low
+/// `seq`). `None` when all of theirs are handed over.
+fn next_in_order(batches: &[Box<Opening>], whole: u64) -> Option<usize> {
+    let mut first: Option<(usize, u32)> = None;
+    let due = |o: &Opening| o.round < whole && o.next_seq().is_some();
+    for (k, o) in batches.iter().enumerate() {
+        if !due(o) || batches[..k].iter().any(|b| b.path == o.path && due(b)) {
+            continue;
+        }
+        let Some(seq) = o.next_seq().flatten() else {
+            return Some(k);
+        };
+        if first.is_none_or(|(_, f)| (seq.wrapping_sub(f) as i32) < 0) {
+            first = Some((k, seq));
+        }
+    }
+    first.map(|(k, _)| k)
 }
 
 /// Jobs of `path` in `list`.
@@ -456,6 +552,86 @@ mod tests {
             got.push(buf[..k].to_vec());
         }
         got
+    }
+
+    /// A batch as a worker hands it back: `path`'s datagrams, each `[path, index]`, read
+    /// in `round`, with the `seq`s their opening found.
+    fn opened_batch(path: u16, round: u64, seqs: &[Option<u32>]) -> Box<Opening> {
+        let from = SocketAddr::from(([127, 0, 0, 1], 9));
+        let data: Vec<[u8; 2]> = (0..seqs.len()).map(|i| [path as u8, i as u8]).collect();
+        let messages: Vec<_> = data.iter().map(|d| (from, &d[..], 2, 0)).collect();
+        let mut o = Opening::new();
+        o.batch.fill(&messages);
+        o.found = seqs.iter().map(|&s| (Preopen::Untouched, s)).collect();
+        (o.path, o.round) = (PathId(path), round);
+        o
+    }
+
+    /// What `opened` hands over, as `[path, index]`, after `ready` came back.
+    #[allow(clippy::vec_box)] // what the workers hand back: boxes
+    fn hand_over(w: &mut Workers, ready: Vec<Box<Opening>>) -> Vec<[u8; 2]> {
+        for o in ready {
+            count(&mut w.opens_by_path, o.path, true);
+            w.ready.push_back(o);
+        }
+        let mut got = Vec::new();
+        w.opened(|path, _, d, _| {
+            assert_eq!(PathId(u16::from(d[0])), path);
+            got.push([d[0], d[1]]);
+        });
+        got
+    }
+
+    /// Two paths' batches are merged by `seq` (modulo 2^32), each keeping its own order;
+    /// a datagram without one goes when it is next in its batch; the batches go back to
+    /// the pool.
+    #[test]
+    fn batches_are_handed_over_merged_by_seq() {
+        let mut w = Workers::start(1).expect("a thread");
+        let spares = w.spare_batches.len();
+        let p0 = opened_batch(0, 1, &[Some(1), Some(3), Some(5), Some(7)]);
+        let p1 = opened_batch(1, 1, &[Some(2), None, Some(4), Some(6), Some(8)]);
+        let got = hand_over(&mut w, vec![p0, p1]);
+        let want = [
+            [0, 0],
+            [1, 0],
+            [1, 1],
+            [0, 1],
+            [1, 2],
+            [0, 2],
+            [1, 3],
+            [0, 3],
+            [1, 4],
+        ];
+        assert_eq!(got, want);
+        assert_eq!(w.spare_batches.len(), spares + 2, "both back in the pool");
+        assert!(w.opens_by_path.is_empty(), "{:?}", w.opens_by_path);
+        let top = u32::MAX;
+        let p0 = opened_batch(0, 2, &[Some(top - 1), Some(0)]);
+        let p1 = opened_batch(1, 2, &[Some(top), Some(1)]);
+        let got = hand_over(&mut w, vec![p0, p1]);
+        assert_eq!(got, [[0, 0], [1, 0], [0, 1], [1, 1]], "across the wrap");
+        // Path 0's second batch starts with a retransmission: after its first batch.
+        let p0 = opened_batch(0, 3, &[Some(10), Some(12)]);
+        let p1 = opened_batch(1, 3, &[Some(11)]);
+        let p0_later = opened_batch(0, 3, &[Some(3), Some(13)]);
+        let got = hand_over(&mut w, vec![p0, p1, p0_later]);
+        assert_eq!(got, [[0, 0], [1, 0], [0, 1], [0, 0], [0, 1]]);
+    }
+
+    /// A batch waits while one of its round is still at a worker; a round before that
+    /// goes at once.
+    #[test]
+    fn a_round_is_handed_over_whole() {
+        let mut w = Workers::start(1).expect("a thread");
+        w.rounds_out.push_back((5, 1));
+        let early = opened_batch(1, 4, &[Some(1)]);
+        let waiting = opened_batch(0, 5, &[Some(2)]);
+        assert_eq!(hand_over(&mut w, vec![waiting, early]), [[1, 0]]);
+        assert_eq!(hand_over(&mut w, Vec::new()), Vec::<[u8; 2]>::new());
+        w.rounds_out.clear();
+        assert_eq!(hand_over(&mut w, Vec::new()), [[0, 0]]);
+        assert!(w.ready.is_empty());
     }
 
     /// Two paths' runs through two workers: every datagram arrives, each path's in the

@@ -131,6 +131,14 @@ impl AsRawFd for BatchSocket {
     }
 }
 
+/// Where a datagram lies in a [`RecvBatch`]: its message, and its place in the message's
+/// GRO list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Place {
+    msg: usize,
+    seg: usize,
+}
+
 /// Messages read from one path in one `recvmmsg`, each one datagram or a GRO list.
 pub struct RecvBatch {
     buf: Vec<u8>,
@@ -191,6 +199,41 @@ impl RecvBatch {
                 let data = &mut slot[..m.len.min(SLOT_BYTES)];
                 segments(data, m.stride).map(move |d| (m.addr, d))
             })
+    }
+
+    /// The datagram at `at` with its source, and where the next one is: what
+    /// [`RecvBatch::datagrams`] gives, one at a time (start at `Place::default()`).
+    /// `None` past the last.
+    pub fn datagram_at(&mut self, at: Place) -> Option<(SocketAddr, &mut [u8], Place)> {
+        let metas = &self.meta[..self.len.min(RECV_SLOTS)];
+        let mut at = at;
+        loop {
+            let m = metas.get(at.msg)?;
+            let len = m.len.min(SLOT_BYTES);
+            let stride = if m.stride == 0 { len.max(1) } else { m.stride };
+            let start = at.seg.saturating_mul(stride);
+            if start >= len {
+                at = Place {
+                    msg: at.msg + 1,
+                    seg: 0,
+                };
+                continue;
+            }
+            let end = (start + stride).min(len);
+            let next = if end < len {
+                Place {
+                    msg: at.msg,
+                    seg: at.seg + 1,
+                }
+            } else {
+                Place {
+                    msg: at.msg + 1,
+                    seg: 0,
+                }
+            };
+            let slot = &mut self.buf[at.msg * SLOT_BYTES..][..len];
+            return Some((m.addr, &mut slot[start..end], next));
+        }
     }
 
     /// Fill the batch as if `recv` had read `messages` (source, bytes, the length the
@@ -424,6 +467,18 @@ mod tests {
             (addr(3), vec![8; 5]),
         ];
         assert_eq!(got, want);
+        assert_eq!(one_at_a_time(&mut b), want);
+    }
+
+    /// The datagrams by [`RecvBatch::datagram_at`], from the first to the last.
+    fn one_at_a_time(b: &mut RecvBatch) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut got = Vec::new();
+        let mut at = Place::default();
+        while let Some((a, d, next)) = b.datagram_at(at) {
+            got.push((a, d.to_vec()));
+            at = next;
+        }
+        got
     }
 
     /// Whatever the kernel reports (a length beyond the slot, any stride), the batch
@@ -436,6 +491,9 @@ mod tests {
             b.len = RECV_SLOTS + 3;
             let total: usize = b.datagrams().map(|(_, d)| d.len()).sum();
             assert_eq!(total, len.min(SLOT_BYTES));
+            let all: Vec<(SocketAddr, Vec<u8>)> =
+                b.datagrams().map(|(a, d)| (a, d.to_vec())).collect();
+            assert_eq!(one_at_a_time(&mut b), all, "len {len} stride {stride}");
         }
     }
 
