@@ -14,18 +14,17 @@ use crate::{Instant, PathId};
 pub trait Node {
     /// Add simulated path `i` on side `side` with `cfg`.
     fn add_path(&mut self, now: Instant, cfg: PathConfig, i: usize, side: Side) -> PathId;
-    /// A datagram arrived on `path` (simulated path `i`) from side `from`. The packets it
-    /// lets out for the TUN go to `deliver` at once, as they do in the daemon
-    /// ([`Endpoint::handle_udp_preopened`]).
-    fn receive(
+    /// A datagram arrived on `path` (simulated path `i`) from side `from`. A packet for
+    /// the TUN at once comes back, as it does to the daemon
+    /// ([`Endpoint::handle_udp_preopened`]); deliver it before any polled after it.
+    fn receive<'a>(
         &mut self,
         now: Instant,
         path: PathId,
         i: usize,
         from: Side,
-        bytes: &mut [u8],
-        deliver: &mut dyn FnMut(&[u8]),
-    );
+        bytes: &'a mut [u8],
+    ) -> Option<&'a [u8]>;
     /// The next datagram to send: its path and length in `buf`.
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)>;
     /// A packet from the TUN.
@@ -59,16 +58,15 @@ impl Node for Bond {
         Bond::add_path(self, now, cfg).expect("sim: add a path to a bond")
     }
 
-    fn receive(
+    fn receive<'a>(
         &mut self,
         now: Instant,
         path: PathId,
         _: usize,
         _: Side,
-        bytes: &mut [u8],
-        deliver: &mut dyn FnMut(&[u8]),
-    ) {
-        self.handle_datagram_passing(now, path, bytes, deliver);
+        bytes: &'a mut [u8],
+    ) -> Option<&'a [u8]> {
+        self.handle_datagram_passing(now, path, bytes)
     }
 
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)> {
@@ -120,17 +118,16 @@ impl Node for Endpoint {
         Endpoint::add_path(self, now, cfg, kind, None).expect("sim: add a path to an endpoint")
     }
 
-    fn receive(
+    fn receive<'a>(
         &mut self,
         now: Instant,
         path: PathId,
         i: usize,
         from: Side,
-        bytes: &mut [u8],
-        deliver: &mut dyn FnMut(&[u8]),
-    ) {
+        bytes: &'a mut [u8],
+    ) -> Option<&'a [u8]> {
         let src = address(i, from);
-        self.handle_udp_preopened(now, path, src, bytes, Preopen::Untouched, deliver);
+        self.handle_udp_preopened(now, path, src, bytes, Preopen::Untouched)
     }
 
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)> {
