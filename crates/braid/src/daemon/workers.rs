@@ -170,11 +170,10 @@ pub struct Workers {
     done: Receiver<Job>,
     /// Runs handed to the workers and not yet taken back from `done`.
     sends_out: usize,
-    /// Batches handed to the workers and not yet taken back from `done`.
-    opens_out: usize,
     /// The loop's round: batches read in one are handed to the endpoint together.
     round: u64,
-    /// Batches out, by round (oldest first; rounds with none are left out).
+    /// Batches handed to the workers and not yet taken back from `done`, by round
+    /// (oldest first; rounds with none are left out).
     rounds_out: VecDeque<(u64, usize)>,
     /// Batches out or ready, by path (paths with none are left out).
     opens_by_path: Vec<(PathId, usize)>,
@@ -201,7 +200,7 @@ impl std::fmt::Debug for Workers {
         f.debug_struct("Workers")
             .field("threads", &self.lanes.len())
             .field("sends_out", &self.sends_out)
-            .field("opens_out", &self.opens_out)
+            .field("rounds_out", &self.rounds_out)
             .finish_non_exhaustive()
     }
 }
@@ -238,7 +237,6 @@ impl Workers {
             lanes,
             done,
             sends_out: 0,
-            opens_out: 0,
             round: 0,
             rounds_out: VecDeque::with_capacity(OPENS * MAX_PATHS),
             opens_by_path: Vec::with_capacity(MAX_PATHS),
@@ -342,7 +340,6 @@ impl Workers {
         count(&mut self.opens_by_path, path, true);
         match self.lane(path).send(Job::Open(o)) {
             Ok(()) => {
-                self.opens_out += 1;
                 self.handed.batches += 1;
                 match self.rounds_out.back_mut() {
                     Some((r, n)) if *r == self.round => *n += 1,
@@ -374,9 +371,9 @@ impl Workers {
     /// soon as it is next in its batch): the bond gets the paths' packets about in
     /// sequence rather than one path's after another's, so that fewer come ahead of a
     /// gap and wait in the reorder buffer, and more pass straight through. Each batch's
-    /// own datagrams keep their order. A round's batches are handed over
-    /// together, once the last of them is opened (they are queued behind each other at
-    /// the workers); then they go back to the pool.
+    /// own datagrams keep their order. A round's batches are handed over together, once
+    /// the last of them is opened (they are queued behind each other at the workers);
+    /// then they go back to the pool.
     pub fn opened(&mut self, mut each: impl FnMut(PathId, SocketAddr, &mut [u8], Preopen)) {
         let mut buf = [0u8; 64];
         while self.wake.recv(&mut buf).is_ok() {}
@@ -428,7 +425,6 @@ impl Workers {
                 self.keep(sent);
             }
             Job::Open(o) => {
-                self.opens_out -= 1;
                 if let Some(k) = self.rounds_out.iter().position(|(r, _)| *r == o.round) {
                     self.rounds_out[k].1 -= 1;
                     if self.rounds_out[k].1 == 0 {

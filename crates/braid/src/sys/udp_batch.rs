@@ -210,26 +210,24 @@ impl RecvBatch {
         loop {
             let m = metas.get(at.msg)?;
             let len = m.len.min(SLOT_BYTES);
-            let stride = if m.stride == 0 { len.max(1) } else { m.stride };
+            let stride = cut_at(len, m.stride);
             let start = at.seg.saturating_mul(stride);
+            let next_message = Place {
+                msg: at.msg + 1,
+                seg: 0,
+            };
             if start >= len {
-                at = Place {
-                    msg: at.msg + 1,
-                    seg: 0,
-                };
+                at = next_message;
                 continue;
             }
             let end = (start + stride).min(len);
             let next = if end < len {
                 Place {
-                    msg: at.msg,
                     seg: at.seg + 1,
+                    ..at
                 }
             } else {
-                Place {
-                    msg: at.msg + 1,
-                    seg: 0,
-                }
+                next_message
             };
             let slot = &mut self.buf[at.msg * SLOT_BYTES..][..len];
             return Some((m.addr, &mut slot[start..end], next));
@@ -266,12 +264,17 @@ impl RecvBatch {
 /// A GRO list cut at `stride` (the last datagram may be shorter); a stride of 0 or one
 /// at least the length means one datagram.
 fn segments(data: &mut [u8], stride: usize) -> impl Iterator<Item = &mut [u8]> {
-    let stride = if stride == 0 {
-        data.len().max(1)
+    let stride = cut_at(data.len(), stride);
+    data.chunks_mut(stride)
+}
+
+/// The length a message of `len` bytes with GRO stride `stride` is cut at (0: not a list).
+fn cut_at(len: usize, stride: usize) -> usize {
+    if stride == 0 {
+        len.max(1)
     } else {
         stride
-    };
-    data.chunks_mut(stride)
+    }
 }
 
 /// Datagrams gathered for one path during a turn, sent as one GSO run: the same
