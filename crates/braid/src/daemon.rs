@@ -682,10 +682,8 @@ impl Daemon {
                 return;
             };
             p.counters.recv_datagrams += 1;
-            // A packet due at once comes back (no copy into the reorder buffer).
-            if let Some(pkt) = ep.handle_udp_preopened(now, p.id, src, d, pre) {
-                frames.deliver(tun, pkt);
-            }
+            // What the datagram lets out goes into the TUN's frames at once.
+            ep.handle_udp_preopened(now, p.id, src, d, pre, |pkt| frames.deliver(tun, pkt));
             notices.after_incoming(now, &p.name, Some(src), ep);
         });
     }
@@ -828,10 +826,9 @@ fn hand_to_endpoint(
 ) {
     for (src, d) in batch.datagrams() {
         p.counters.recv_datagrams += 1;
-        // A packet due at once comes back (no copy into the reorder buffer).
-        if let Some(pkt) = ep.handle_udp_preopened(now, p.id, src, d, Preopen::Untouched) {
+        ep.handle_udp_preopened(now, p.id, src, d, Preopen::Untouched, |pkt| {
             tun.0.deliver(tun.1, pkt);
-        }
+        });
         notices.after_incoming(now, &p.name, Some(src), ep);
     }
 }

@@ -656,18 +656,25 @@ impl Bond {
         debug_assert!(stored.is_none(), "a packet passed without being asked to");
     }
 
-    /// [`Bond::handle_datagram`], except that a data packet that could go to the TUN at
-    /// once (the next in sequence, nothing to go before it, not held back) is not stored: it is
-    /// returned, and the caller delivers it before anything [`Bond::poll_deliver`] gives
-    /// after this call. Saves a copy per packet where packets come in order.
-    #[must_use = "a packet returned is delivered by the caller or lost"]
-    pub fn handle_datagram_passing<'a>(
+    /// [`Bond::handle_datagram`], with every packet it lets out handed to `deliver` at
+    /// once, in order: the one it brought, without storing it, if it is the next in
+    /// sequence and nothing is to go before it or hold it back (saving a copy where
+    /// packets come in order), then those held behind the gap it filled (so that the next
+    /// one can go straight through too). Packets due later, as time passes, come from
+    /// [`Bond::poll_deliver`] as before.
+    pub fn handle_datagram_passing(
         &mut self,
         now: Instant,
         path: PathId,
-        bytes: &'a [u8],
-    ) -> Option<&'a [u8]> {
-        self.datagram(now, path, bytes, true)
+        bytes: &[u8],
+        deliver: &mut dyn FnMut(&[u8]),
+    ) {
+        if let Some(p) = self.datagram(now, path, bytes, true) {
+            deliver(p);
+        }
+        while let Some(p) = self.poll_deliver_ref(now) {
+            deliver(p);
+        }
     }
 
     fn datagram<'a>(

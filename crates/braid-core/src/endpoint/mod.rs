@@ -167,6 +167,9 @@ struct Reply {
     bytes: Vec<u8>,
 }
 
+/// Where the packets a datagram lets out go at once ([`Endpoint::handle_udp_preopened`]).
+type Deliver<'a> = &'a mut dyn FnMut(&[u8]);
+
 /// The bond, its sealing and its paths' carriers' state. See the module documentation.
 #[derive(Debug)]
 pub struct Endpoint {
@@ -417,8 +420,7 @@ impl Endpoint {
 
     /// A datagram read from UDP path `path`'s socket, from `src` (opened in place).
     pub fn handle_udp(&mut self, now: Instant, path: PathId, src: SocketAddr, bytes: &mut [u8]) {
-        let stored = self.udp(now, path, src, bytes, Preopen::Untouched, false);
-        debug_assert!(stored.is_none(), "a packet passed without being asked to");
+        self.udp(now, path, src, bytes, Preopen::Untouched, None);
     }
 
     /// The receive keys, so that other threads can open datagrams before they come to
@@ -433,51 +435,51 @@ impl Endpoint {
     /// not: [`Preopen::Untouched`]), with what it found: the AEAD is not run again. Call
     /// in the order the path's datagrams arrived.
     ///
-    /// A packet that can go to the TUN at once (the next in sequence, nothing to go
-    /// before it: [`Bond::handle_datagram_passing`]) is returned, a part of `bytes`, instead
-    /// of kept for [`Endpoint::poll_deliver`]: deliver it before anything polled after
-    /// this call.
-    #[must_use = "a packet returned is delivered by the caller or lost"]
-    pub fn handle_udp_preopened<'a>(
+    /// The packets it lets out go to `deliver` at once, in order
+    /// ([`Bond::handle_datagram_passing`]): the one it brought if it is the next in
+    /// sequence (a part of `bytes`, never copied), then those held behind the gap it
+    /// filled. Later ones come from [`Endpoint::poll_deliver`] as before.
+    pub fn handle_udp_preopened(
         &mut self,
         now: Instant,
         path: PathId,
         src: SocketAddr,
-        bytes: &'a mut [u8],
+        bytes: &mut [u8],
         pre: Preopen,
-    ) -> Option<&'a [u8]> {
-        self.udp(now, path, src, bytes, pre, true)
+        mut deliver: impl FnMut(&[u8]),
+    ) {
+        self.udp(now, path, src, bytes, pre, Some(&mut deliver));
     }
 
-    fn udp<'a>(
+    /// A datagram to the sealer, then to the bond (which hands what it lets out to
+    /// `deliver` if there is one, else keeps it to be polled).
+    fn udp(
         &mut self,
         now: Instant,
         path: PathId,
         src: SocketAddr,
-        bytes: &'a mut [u8],
+        bytes: &mut [u8],
         pre: Preopen,
-        pass: bool,
-    ) -> Option<&'a [u8]> {
-        let side = self.paths.iter_mut().find(|s| s.id == path)?;
+        deliver: Option<Deliver<'_>>,
+    ) {
+        let Some(side) = self.paths.iter_mut().find(|s| s.id == path) else {
+            return;
+        };
         let SideKind::Udp { remote, roam } = &mut side.kind else {
-            return None;
+            return;
         };
         let was = *remote;
-        let passed = match self
+        match self
             .sealer
             .incoming_preopened(now, remote, roam, src, bytes, pre)
         {
-            Incoming::Deliver(d) if pass => self.bond.handle_datagram_passing(now, path, d),
-            Incoming::Deliver(d) => {
-                self.bond.handle_datagram(now, path, d);
-                None
-            }
-            Incoming::Reply(r) => {
-                push_reply(&mut self.replies, path, Some(src), r);
-                None
-            }
-            Incoming::Drop => None,
-        };
+            Incoming::Deliver(d) => match deliver {
+                Some(deliver) => self.bond.handle_datagram_passing(now, path, d, deliver),
+                None => self.bond.handle_datagram(now, path, d),
+            },
+            Incoming::Reply(r) => push_reply(&mut self.replies, path, Some(src), r),
+            Incoming::Drop => {}
+        }
         if let Some(to) = remote.filter(|to| Some(*to) != was) {
             self.events.push_back(Event::PeerMoved {
                 path,
@@ -485,7 +487,6 @@ impl Endpoint {
                 to,
             });
         }
-        passed
     }
 
     /// Bytes read from serial path `path`'s tty: each frame they complete is opened and

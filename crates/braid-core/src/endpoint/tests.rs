@@ -552,9 +552,9 @@ fn datagrams_opened_elsewhere_keep_every_check() {
                 Preopen::Opened(_) => opened += 1,
                 Preopen::Failed => panic!("a datagram of A failed its tag"),
             }
-            if let Some(p) = b.handle_udp_preopened(now, pb, aa, &mut d, pre) {
+            b.handle_udp_preopened(now, pb, aa, &mut d, pre, |p| {
                 passed.extend(packet_seq(p));
-            }
+            });
         }
         passed
     });
@@ -573,17 +573,17 @@ fn datagrams_opened_elsewhere_keep_every_check() {
     let mut again = copy.clone();
     let pre = keys.open(&mut again);
     assert!(matches!(pre, Preopen::Opened(_)), "{pre:?}");
-    assert!(b
-        .handle_udp_preopened(now, pb, aa, &mut again, pre)
-        .is_none());
+    b.handle_udp_preopened(now, pb, aa, &mut again, pre, |p| {
+        panic!("a copy delivered: {p:?}")
+    });
     assert_eq!(counter(&b, "replayed"), replayed + 1, "the copy is refused");
     let mut tampered = copy;
     tampered[12] ^= 1;
     let pre = keys.open(&mut tampered);
     assert_eq!(pre, Preopen::Failed);
-    assert!(b
-        .handle_udp_preopened(now, pb, aa, &mut tampered, pre)
-        .is_none());
+    b.handle_udp_preopened(now, pb, aa, &mut tampered, pre, |p| {
+        panic!("a tampered datagram delivered: {p:?}")
+    });
     assert_eq!(counter(&b, "bad_tag"), bad_tag + 1);
     assert!(b.poll_deliver(now, &mut buf).is_none());
 }

@@ -203,6 +203,11 @@ impl<N: Node> Pair<N> {
         self.paths[i].a_id
     }
 
+    /// The path id of simulated path `i` on side B.
+    pub fn b_path(&self, i: usize) -> PathId {
+        self.paths[i].b_id
+    }
+
     /// Run both nodes until `until`, calling `inject(now, pair)` whenever time moves so
     /// the test can feed the TUNs. Returns the number of steps taken.
     pub fn run_until(&mut self, until: Instant, mut inject: impl FnMut(&mut Pair<N>)) -> u64 {
@@ -267,15 +272,20 @@ impl<N: Node> Pair<N> {
         while let Some((path, len)) = self.a.transmit(now, &mut self.buf) {
             if let Some(i) = self.paths.iter().position(|p| p.a_id == path) {
                 let id = self.paths[i].b_id;
-                let passed = self.b.receive(now, id, i, Side::A, &mut self.buf[..len]);
-                delivered += usize::from(core::hint::black_box(passed).is_some());
+                let mut count = |p: &[u8]| {
+                    core::hint::black_box(p);
+                    delivered += 1;
+                };
+                self.b
+                    .receive(now, id, i, Side::A, &mut self.buf[..len], &mut count);
             }
         }
         while let Some((path, len)) = self.b.transmit(now, &mut self.buf) {
             if let Some(i) = self.paths.iter().position(|p| p.b_id == path) {
                 let id = self.paths[i].a_id;
                 // What comes back to A is not what this counts.
-                let _ = self.a.receive(now, id, i, Side::B, &mut self.buf[..len]);
+                self.a
+                    .receive(now, id, i, Side::B, &mut self.buf[..len], &mut |_| {});
             }
         }
         while let Some(p) = self.b.poll_deliver_ref(now) {
@@ -312,16 +322,22 @@ impl<N: Node> Pair<N> {
                 let id = self.paths[i].b_id;
                 if line {
                     self.b.line_receive(now, id, &self.buf[..n]);
-                } else if let Some(p) = self.b.receive(now, id, i, Side::A, &mut self.buf[..n]) {
-                    self.delivered_b.push_back(p.to_vec());
+                } else {
+                    let to = &mut self.delivered_b;
+                    let mut deliver = |p: &[u8]| to.push_back(p.to_vec());
+                    self.b
+                        .receive(now, id, i, Side::A, &mut self.buf[..n], &mut deliver);
                 }
             }
             while let Some(n) = self.paths[i].b_to_a.poll(now, &mut self.buf) {
                 let id = self.paths[i].a_id;
                 if line {
                     self.a.line_receive(now, id, &self.buf[..n]);
-                } else if let Some(p) = self.a.receive(now, id, i, Side::B, &mut self.buf[..n]) {
-                    self.delivered_a.push_back(p.to_vec());
+                } else {
+                    let to = &mut self.delivered_a;
+                    let mut deliver = |p: &[u8]| to.push_back(p.to_vec());
+                    self.a
+                        .receive(now, id, i, Side::B, &mut self.buf[..n], &mut deliver);
                 }
             }
         }

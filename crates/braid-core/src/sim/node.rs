@@ -14,17 +14,18 @@ use crate::{Instant, PathId};
 pub trait Node {
     /// Add simulated path `i` on side `side` with `cfg`.
     fn add_path(&mut self, now: Instant, cfg: PathConfig, i: usize, side: Side) -> PathId;
-    /// A datagram arrived on `path` (simulated path `i`) from side `from`. A packet for
-    /// the TUN at once comes back, as it does to the daemon
-    /// ([`Endpoint::handle_udp_preopened`]); deliver it before any polled after it.
-    fn receive<'a>(
+    /// A datagram arrived on `path` (simulated path `i`) from side `from`. The packets it
+    /// lets out for the TUN go to `deliver` at once, as they do in the daemon
+    /// ([`Endpoint::handle_udp_preopened`]).
+    fn receive(
         &mut self,
         now: Instant,
         path: PathId,
         i: usize,
         from: Side,
-        bytes: &'a mut [u8],
-    ) -> Option<&'a [u8]>;
+        bytes: &mut [u8],
+        deliver: &mut dyn FnMut(&[u8]),
+    );
     /// The next datagram to send: its path and length in `buf`.
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)>;
     /// A packet from the TUN.
@@ -58,15 +59,16 @@ impl Node for Bond {
         Bond::add_path(self, now, cfg).expect("sim: add a path to a bond")
     }
 
-    fn receive<'a>(
+    fn receive(
         &mut self,
         now: Instant,
         path: PathId,
         _: usize,
         _: Side,
-        bytes: &'a mut [u8],
-    ) -> Option<&'a [u8]> {
-        self.handle_datagram_passing(now, path, bytes)
+        bytes: &mut [u8],
+        deliver: &mut dyn FnMut(&[u8]),
+    ) {
+        self.handle_datagram_passing(now, path, bytes, deliver);
     }
 
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)> {
@@ -118,16 +120,17 @@ impl Node for Endpoint {
         Endpoint::add_path(self, now, cfg, kind, None).expect("sim: add a path to an endpoint")
     }
 
-    fn receive<'a>(
+    fn receive(
         &mut self,
         now: Instant,
         path: PathId,
         i: usize,
         from: Side,
-        bytes: &'a mut [u8],
-    ) -> Option<&'a [u8]> {
+        bytes: &mut [u8],
+        deliver: &mut dyn FnMut(&[u8]),
+    ) {
         let src = address(i, from);
-        self.handle_udp_preopened(now, path, src, bytes, Preopen::Untouched)
+        self.handle_udp_preopened(now, path, src, bytes, Preopen::Untouched, deliver);
     }
 
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PathId, usize)> {
