@@ -566,7 +566,7 @@ impl ReorderBuffer {
     /// tried.
     pub fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
-            let (kind, arrived, release) = self.take_next(now)?;
+            let (kind, arrived, release) = self.take_next(now, true)?;
             let n = self.lent.len();
             if let Some(dst) = buf.get_mut(..n) {
                 dst.copy_from_slice(&self.lent);
@@ -580,14 +580,26 @@ impl ReorderBuffer {
     /// The next packet to deliver, lent until the next call (its buffer then goes back to
     /// the pool): what [`ReorderBuffer::poll`] does without copying it out.
     pub fn poll_ref(&mut self, now: Instant) -> Option<&[u8]> {
-        let (kind, arrived, release) = self.take_next(now)?;
+        let (kind, arrived, release) = self.take_next(now, true)?;
+        self.count_delivery(kind, now, arrived, release);
+        Some(&self.lent)
+    }
+
+    /// [`ReorderBuffer::poll_ref`], except that a gap is never given up: only what is
+    /// due with no gap in front of it comes out. For draining the buffer while input is
+    /// still being read: a gap whose deadline passed is given up only once everything
+    /// read by then is in, so that a packet already waiting in another path's socket
+    /// still fills it.
+    pub fn poll_ready_ref(&mut self, now: Instant) -> Option<&[u8]> {
+        let (kind, arrived, release) = self.take_next(now, false)?;
         self.count_delivery(kind, now, arrived, release);
         Some(&self.lent)
     }
 
     /// Move the next packet due into `lent` (the one lent before goes back to the pool):
-    /// its kind, arrival and release, for [`ReorderBuffer::count_delivery`].
-    fn take_next(&mut self, now: Instant) -> Option<(Kind, Instant, Instant)> {
+    /// its kind, arrival and release, for [`ReorderBuffer::count_delivery`]. A gap at
+    /// the head whose deadline passed is given up if `give_up`, else nothing comes out.
+    fn take_next(&mut self, now: Instant, give_up: bool) -> Option<(Kind, Instant, Instant)> {
         give_back(&mut self.spare, &mut self.lent);
         if self.ready_len > 0 {
             if self
@@ -610,6 +622,7 @@ impl ReorderBuffer {
         let next = self.next?;
         if !self.is_held(next) {
             match self.gap_expiry {
+                _ if !give_up => return None,
                 Some(t) if t > now => return None,
                 _ => self.skip_gap(),
             }
@@ -824,6 +837,28 @@ mod tests {
         );
         assert_eq!((s.skipped, s.late), (1, 1));
         assert!(rb.is_empty());
+    }
+
+    #[test]
+    fn polling_what_is_ready_never_gives_a_gap_up() {
+        let mut rb = ReorderBuffer::new(16);
+        let ready = |rb: &mut ReorderBuffer, now| {
+            core::iter::from_fn(|| rb.poll_ready_ref(now).map(|p| p.to_vec()))
+                .map(|p| u64::from_be_bytes(p[..8].try_into().expect("8 bytes")))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ins(&mut rb, 0, 0, 10 * MS), Inserted::Buffered);
+        assert_eq!(ins(&mut rb, 0, 2, 10 * MS), Inserted::Buffered);
+        assert_eq!(ready(&mut rb, t(0)), vec![0]);
+        // Long past 2's deadline, the gap at 1 stays until a poll gives it up.
+        assert!(ready(&mut rb, t(50_000)).is_empty());
+        assert_eq!(rb.stats().skipped, 0);
+        assert_eq!(ins(&mut rb, 50_000, 1, 10 * MS), Inserted::Buffered);
+        assert_eq!(ready(&mut rb, t(50_000)), vec![1, 2]);
+        assert_eq!(ins(&mut rb, 50_000, 4, 10 * MS), Inserted::Buffered);
+        assert!(ready(&mut rb, t(90_000)).is_empty());
+        assert_eq!(drain(&mut rb, t(90_000)), vec![4]);
+        assert_eq!((rb.stats().skipped, rb.stats().late), (1, 0));
     }
 
     #[test]

@@ -660,8 +660,10 @@ impl Bond {
     /// once, in order: the one it brought, without storing it, if it is the next in
     /// sequence and nothing is to go before it or hold it back (saving a copy where
     /// packets come in order), then those held behind the gap it filled (so that the next
-    /// one can go straight through too). Packets due later, as time passes, come from
-    /// [`Bond::poll_deliver`] as before.
+    /// one can go straight through too). A gap whose deadline has passed is not given up
+    /// here: the datagram that fills it may be the next one read (on another path). That
+    /// is [`Bond::poll_deliver`]'s, called once the turn's datagrams are in, which also
+    /// gives what falls due as time passes.
     pub fn handle_datagram_passing(
         &mut self,
         now: Instant,
@@ -672,7 +674,8 @@ impl Bond {
         if let Some(p) = self.datagram(now, path, bytes, true) {
             deliver(p);
         }
-        while let Some(p) = self.poll_deliver_ref(now) {
+        while let Some(p) = self.reorder.poll_ready_ref(now) {
+            self.counters.tun_tx += 1;
             deliver(p);
         }
     }

@@ -1317,12 +1317,10 @@ fn in_order_packets_go_straight_through_and_held_ones_wait() {
     assert!(r.passed < r.in_order, "{r:?}");
 }
 
-/// A datagram that fills the gap lets the packets held behind it out at once, in order,
-/// and the one after them then goes straight through instead of waiting in the buffer
-/// for the next poll (the daemon hands over a turn's datagrams before it polls).
-#[test]
-fn filling_the_gap_lets_the_held_ones_out_and_the_next_pass() {
-    // Round robin: 0, 2 and 4 on one path, 1 and 3 on the other.
+/// Two unpaced paths taken in turn, one packet each, with no delay equalisation, and
+/// the five data datagrams A sends for five packets: 0, 2 and 4 on the first path, 1
+/// and 3 on the second, each with the path B gets it on.
+fn round_robin_five() -> (Pair, Vec<(PathId, Vec<u8>)>) {
     let mut pair = Pair::new(BondConfig {
         scheduler: crate::SchedulerConfig::RoundRobin {
             packets_per_path: 1,
@@ -1333,7 +1331,6 @@ fn filling_the_gap_lets_the_held_ones_out_and_the_next_pass() {
     pair.add_unpaced_paths(2);
     let now = pair.now;
     let mut buf = vec![0u8; 2048];
-    // A numbers five packets; B gets the first, then the third before the second.
     let mut datagrams = Vec::new();
     for k in 0..5 {
         pair.a
@@ -1350,6 +1347,16 @@ fn filling_the_gap_lets_the_held_ones_out_and_the_next_pass() {
         }
     }
     assert_eq!(datagrams.len(), 5);
+    (pair, datagrams)
+}
+
+/// A datagram that fills the gap lets the packets held behind it out at once, in order,
+/// and the one after them then goes straight through instead of waiting in the buffer
+/// for the next poll (the daemon hands over a turn's datagrams before it polls).
+#[test]
+fn filling_the_gap_lets_the_held_ones_out_and_the_next_pass() {
+    let (mut pair, datagrams) = round_robin_five();
+    let now = pair.now;
     let passed_before = pair.b.status().reorder.passed;
     let mut out = Vec::new();
     for k in [0, 2, 1, 3, 4] {
@@ -1364,4 +1371,36 @@ fn filling_the_gap_lets_the_held_ones_out_and_the_next_pass() {
     // Never copied: 1, 3 and 4 (0 opens the window; 2 came early and waited).
     assert_eq!(r.passed - passed_before, 3, "{r:?}");
     assert!(pair.b.poll_deliver_ref(now).is_none());
+}
+
+/// Handing a datagram over never gives a gap up, even one whose deadline has passed:
+/// the datagram that fills it may be the next one read, from another path's socket in
+/// the same turn of the loop. Only the poll after the turn's datagrams gives it up.
+#[test]
+fn a_gap_past_its_deadline_waits_for_the_turns_datagrams() {
+    let (mut pair, datagrams) = round_robin_five();
+    let now = pair.now;
+    let mut got = Vec::new();
+    for k in [0, 2] {
+        let (path, d) = &datagrams[k];
+        pair.b
+            .handle_datagram_passing(now, *path, d, &mut |p| got.extend(packet_seq(p)));
+    }
+    // Long after any deadline (`reorder_max` is 200 ms), one turn reads 4 (first path),
+    // then 1 (second path, which had carried nothing, so 1 was not known lost).
+    let later = now + Duration::from_secs(1);
+    for k in [4, 1] {
+        let (path, d) = &datagrams[k];
+        pair.b
+            .handle_datagram_passing(later, *path, d, &mut |p| got.extend(packet_seq(p)));
+    }
+    assert_eq!(got, [0, 1, 2]);
+    let r = pair.b.status().reorder;
+    assert_eq!((r.skipped, r.late), (0, 0), "{r:?}");
+    // 3 never comes: the poll after the turn gives its gap up once it is due.
+    let mut buf = vec![0u8; 2048];
+    assert!(pair.b.poll_deliver(later, &mut buf).is_none());
+    let n = pair.b.poll_deliver(later + Duration::from_secs(1), &mut buf);
+    assert_eq!(n.and_then(|n| packet_seq(&buf[..n])), Some(4));
+    assert_eq!(pair.b.status().reorder.skipped, 1);
 }
