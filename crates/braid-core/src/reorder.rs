@@ -580,9 +580,7 @@ impl ReorderBuffer {
     /// The next packet to deliver, lent until the next call (its buffer then goes back to
     /// the pool): what [`ReorderBuffer::poll`] does without copying it out.
     pub fn poll_ref(&mut self, now: Instant) -> Option<&[u8]> {
-        let (kind, arrived, release) = self.take_next(now, true)?;
-        self.count_delivery(kind, now, arrived, release);
-        Some(&self.lent)
+        self.lend_next(now, true)
     }
 
     /// [`ReorderBuffer::poll_ref`], except that a gap is never given up: only what is
@@ -591,7 +589,12 @@ impl ReorderBuffer {
     /// read by then is in, so that a packet already waiting in another path's socket
     /// still fills it.
     pub fn poll_ready_ref(&mut self, now: Instant) -> Option<&[u8]> {
-        let (kind, arrived, release) = self.take_next(now, false)?;
+        self.lend_next(now, false)
+    }
+
+    /// The next packet due, counted and lent ([`ReorderBuffer::take_next`]).
+    fn lend_next(&mut self, now: Instant, give_up: bool) -> Option<&[u8]> {
+        let (kind, arrived, release) = self.take_next(now, give_up)?;
         self.count_delivery(kind, now, arrived, release);
         Some(&self.lent)
     }
@@ -621,11 +624,11 @@ impl ReorderBuffer {
         }
         let next = self.next?;
         if !self.is_held(next) {
-            match self.gap_expiry {
-                _ if !give_up => return None,
-                Some(t) if t > now => return None,
-                _ => self.skip_gap(),
+            // Without a timer (never in practice) the gap is given up at once.
+            if !give_up || self.gap_expiry.is_some_and(|t| t > now) {
+                return None;
             }
+            self.skip_gap();
         }
         let next = self.next?;
         let idx = self.idx(next);
